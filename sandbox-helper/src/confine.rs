@@ -1,0 +1,366 @@
+//! The helper's one ordered procedure: validate everything ([`Env::new`]), then confine and
+//! exec ([`Env::run`]). Nothing is changed in the process until validation has passed.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+
+use seccompiler::BpfProgram;
+
+use crate::error::SetupError;
+use crate::policy::{Enforcement, SandboxPolicy};
+use crate::status::{write_record, ConfinementReceipt, Downgrade, Layer, StatusRecord};
+use crate::{landlock_rules, process, syscall_rules};
+
+/// Exit code when the sandbox could not be built (or the arguments were bad).
+pub const EXIT_SETUP: i32 = 125;
+/// Exit code when the program exists but could not be executed.
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
+/// Exit code when the program was not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// Operations no layer of this helper mediates, listed in every receipt.
+pub const UNMEDIATED: [&str; 4] = [
+    "chmod/fchmod on files the user owns outside writable roots (Landlock does not mediate it)",
+    "chown/fchown (Landlock does not mediate it; capabilities are dropped, so only no-op changes succeed)",
+    "utime/utimensat on files the user owns outside writable roots (Landlock does not mediate it)",
+    "setxattr/removexattr on files the user owns outside writable roots (Landlock does not mediate it)",
+];
+
+/// Parsed helper arguments.
+#[derive(Debug)]
+pub struct Args {
+    /// Where to write status records.
+    pub status_fd: Option<RawFd>,
+    policy: PolicySource,
+    cwd: Option<PathBuf>,
+    argv: Vec<OsString>,
+}
+
+#[derive(Debug)]
+enum PolicySource {
+    Inline(OsString),
+    File(PathBuf),
+}
+
+impl Args {
+    /// Parses `(--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] -- PROGRAM [ARGS...]`
+    /// (`args` without the program name).
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, SetupError> {
+        let mut args = args.into_iter();
+        let mut status_fd = None;
+        let mut policy = None;
+        let mut cwd = None;
+        let mut argv = Vec::new();
+        let bad = |m: String| SetupError::Arguments(m);
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| {
+                args.next()
+                    .ok_or_else(|| bad(format!("{name} needs a value")))
+            };
+            match arg.to_str() {
+                Some("--policy") => set_once(&mut policy, PolicySource::Inline(value("--policy")?), "--policy")?,
+                Some("--policy-file") => set_once(
+                    &mut policy,
+                    PolicySource::File(value("--policy-file")?.into()),
+                    "--policy-file",
+                )?,
+                Some("--cwd") => set_once(&mut cwd, PathBuf::from(value("--cwd")?), "--cwd")?,
+                Some("--status-fd") => {
+                    let v = value("--status-fd")?;
+                    let fd = v
+                        .to_str()
+                        .and_then(|s| s.parse::<RawFd>().ok())
+                        .filter(|&fd| fd > 2)
+                        .ok_or_else(|| bad(format!("--status-fd {v:?} is not a descriptor number above 2")))?;
+                    set_once(&mut status_fd, fd, "--status-fd")?;
+                }
+                Some("--") => {
+                    argv.extend(args.by_ref());
+                    break;
+                }
+                _ => return Err(bad(format!("unexpected argument {arg:?}"))),
+            }
+        }
+        let policy = policy.ok_or_else(|| bad("--policy or --policy-file is required".into()))?;
+        if argv.is_empty() {
+            return Err(bad("no command given after --".into()));
+        }
+        Ok(Args {
+            status_fd,
+            policy,
+            cwd,
+            argv,
+        })
+    }
+}
+
+fn set_once<T>(slot: &mut Option<T>, value: T, name: &str) -> Result<(), SetupError> {
+    if slot.is_some() {
+        return Err(SetupError::Arguments(format!("{name} given twice (or with its alternative)")));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+/// Everything validated and precomputed; [`Env::run`] only applies it.
+pub struct Env {
+    policy: SandboxPolicy,
+    status: Option<RawFd>,
+    cwd: Option<PathBuf>,
+    argv: Vec<CString>,
+    parent: libc::pid_t,
+    landlock_abi: u32,
+    downgrades: Vec<Downgrade>,
+    seccomp: Vec<BpfProgram>,
+}
+
+/// How [`Env::run`] ends when it does not exec.
+#[derive(Debug)]
+pub enum RunError {
+    /// Confinement failed; the command did not run.
+    Setup(SetupError),
+    /// Confinement succeeded but `execve` failed with this errno.
+    Exec {
+        /// The errno.
+        errno: i32,
+    },
+}
+
+impl Env {
+    /// Validates arguments and policy and computes every rule, without changing the process.
+    /// `parent` is `getppid()` read as early as possible, to detect a parent that died.
+    pub fn new(args: Args, parent: libc::pid_t) -> Result<Env, SetupError> {
+        let status = args.status_fd;
+        let policy_text = match args.policy {
+            PolicySource::Inline(text) => text.into_vec(),
+            PolicySource::File(path) => {
+                std::fs::read(&path).map_err(|source| SetupError::PolicyFile { path, source })?
+            }
+        };
+        let policy_text = String::from_utf8(policy_text)
+            .map_err(|_| SetupError::Arguments("the policy is not UTF-8".into()))?;
+        let policy = SandboxPolicy::from_json(&policy_text)?;
+        policy.validate()?;
+
+        let argv = args
+            .argv
+            .into_iter()
+            .map(|a| CString::new(a.into_vec()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| SetupError::Arguments("an argument contains a NUL byte".into()))?;
+
+        let knob = std::env::var(landlock_rules::ABI_CAP_ENV).ok();
+        let landlock_abi = landlock_rules::effective_abi(landlock_rules::kernel_abi(), knob.as_deref());
+        let layer_downgrades = landlock_rules::downgrades(&policy, landlock_abi);
+        let carve_out_downgrades = carve_out_downgrades(&policy);
+        refuse_if_required(policy.enforcement.missing_layer, &layer_downgrades)?;
+        refuse_if_required(policy.enforcement.carve_outs, &carve_out_downgrades)?;
+
+        let seccomp = syscall_rules::compile(&syscall_rules::rules(&policy))?;
+        Ok(Env {
+            policy,
+            status,
+            cwd: args.cwd,
+            argv,
+            parent,
+            landlock_abi,
+            downgrades: layer_downgrades.into_iter().chain(carve_out_downgrades).collect(),
+            seccomp,
+        })
+    }
+
+    /// The status fd, for reporting an error from [`Env::run`].
+    pub fn status_fd(&self) -> Option<BorrowedFd<'_>> {
+        // SAFETY: the status fd was checked open by `prepare_status_fd` and nothing closes it
+        // before exec (`close_inherited_fds` keeps it).
+        self.status.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+
+    /// Confines the process and execs the command. Returns only on failure.
+    pub fn run(&self) -> RunError {
+        match self.confine() {
+            Ok(()) => RunError::Exec {
+                errno: self.exec(),
+            },
+            Err(e) => RunError::Setup(e),
+        }
+    }
+
+    /// The audited sequence. Each step assumes the ones above it.
+    fn confine(&self) -> Result<(), SetupError> {
+        // First: nothing the parent leaked may outlive this point, and every later step may
+        // fail, so the status fd must be the only descriptor left to report on.
+        process::close_inherited_fds(self.status)?;
+        // Early: a command whose supervisor already died could never be timed out or killed.
+        process::die_with_parent(self.parent)?;
+        // Before no_new_privs and Landlock: dropping the bounding set needs CAP_SETPCAP.
+        process::drop_capabilities()?;
+        // Before Landlock and seccomp, which require it without CAP_SYS_ADMIN; also stops
+        // setuid binaries from regaining what was dropped.
+        process::set_no_new_privs()?;
+        // Landlock before seccomp: building the ruleset uses landlock_* system calls and opens
+        // paths, which the seccomp filter need not then allow for.
+        let mut layers = vec![Layer::Capabilities, Layer::NoNewPrivs];
+        layers.extend(landlock_rules::apply(&self.policy, self.landlock_abi)?);
+        // Seccomp last among the restrictions, so that its filters need not allow what setup does.
+        syscall_rules::install(&self.seccomp)?;
+        layers.push(Layer::Seccomp);
+        // Report before exec: afterwards the close-on-exec status fd is gone.
+        self.report(&StatusRecord::Confined(ConfinementReceipt {
+            layers,
+            landlock_abi: self.landlock_abi,
+            downgrades: self.downgrades.clone(),
+            unmediated: UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
+        }))?;
+        // Markers last before exec: nothing above reads the environment.
+        for (name, value) in self.policy.effective_markers() {
+            std::env::set_var(name, value);
+        }
+        if let Some(dir) = &self.cwd {
+            std::env::set_current_dir(dir).map_err(|source| SetupError::Chdir {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `execvp`s the command; returns its errno when that fails.
+    fn exec(&self) -> i32 {
+        let mut ptrs: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        // SAFETY: `ptrs` is a NULL-terminated array of pointers into CStrings that live in
+        // `self` for the duration of the call.
+        unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
+        io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOEXEC)
+    }
+
+    /// Writes a record on the status fd, or on stderr when there is none (standalone use).
+    pub fn report(&self, record: &StatusRecord) -> Result<(), SetupError> {
+        report(self.status_fd(), record).map_err(SetupError::Status)
+    }
+
+    /// The program as given, for messages.
+    pub fn program(&self) -> String {
+        String::from_utf8_lossy(self.argv[0].as_bytes()).into_owned()
+    }
+}
+
+/// Writes a record on the status fd; without one, prints what a person needs on stderr.
+pub fn report(status: Option<BorrowedFd<'_>>, record: &StatusRecord) -> io::Result<()> {
+    if let Some(fd) = status {
+        return write_record(fd, record);
+    }
+    match record {
+        StatusRecord::Confined(receipt) => {
+            for d in &receipt.downgrades {
+                eprintln!("cordon-sandbox: not enforced: {} ({})", d.restriction, d.reason);
+            }
+        }
+        StatusRecord::SetupError { message, .. } => eprintln!("cordon-sandbox: {message}"),
+        StatusRecord::ExecError {
+            program, message, ..
+        } => eprintln!("cordon-sandbox: {program}: {message}"),
+    }
+    Ok(())
+}
+
+/// Checks the status fd is open and makes it close-on-exec, so that a successful `execve`
+/// closes it and the parent sees end of file.
+fn prepare_status_fd(fd: RawFd) -> Result<RawFd, SetupError> {
+    // SAFETY: fcntl on an integer descriptor; fails with EBADF if it is not open.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    // SAFETY: as above, setting a flag only.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return Err(SetupError::Arguments(format!(
+            "--status-fd {fd} is not an open descriptor: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    Ok(fd)
+}
+
+fn carve_out_downgrades(policy: &SandboxPolicy) -> Vec<Downgrade> {
+    let fs = &policy.filesystem;
+    let reason = "carve-outs need the mount-namespace layer, which this helper does not build yet; \
+                  Landlock rights cannot be subtracted beneath a granted root";
+    fs.read_only
+        .iter()
+        .map(|p| ("read_only", p))
+        .chain(fs.deny_read.iter().map(|p| ("deny_read", p)))
+        .map(|(kind, path)| Downgrade {
+            restriction: format!("{kind}:{}", path.display()),
+            reason: reason.to_owned(),
+        })
+        .collect()
+}
+
+fn refuse_if_required(enforcement: Enforcement, downgrades: &[Downgrade]) -> Result<(), SetupError> {
+    match (enforcement, downgrades.first()) {
+        (Enforcement::Refuse, Some(d)) => Err(SetupError::Refused {
+            restriction: d.restriction.clone(),
+            reason: d.reason.clone(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The helper's whole life: parse, validate, confine, exec. Returns the exit code to use when
+/// it does not exec. `args` excludes the program name.
+pub fn main_with_args(args: impl IntoIterator<Item = OsString>) -> i32 {
+    // SAFETY: getppid cannot fail. Read first, so a parent that dies during setup is noticed.
+    let parent = unsafe { libc::getppid() };
+    let args = match Args::parse(args) {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = report(None, &e.to_record());
+            return EXIT_SETUP;
+        }
+    };
+    let status_fd = match args.status_fd.map(prepare_status_fd).transpose() {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = report(None, &e.to_record());
+            return EXIT_SETUP;
+        }
+    };
+    let env = match Env::new(args, parent) {
+        Ok(env) => env,
+        Err(e) => {
+            // SAFETY: `prepare_status_fd` checked the descriptor is open; nothing closed it.
+            let borrowed = status_fd.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) });
+            let _ = report(borrowed, &e.to_record());
+            return EXIT_SETUP;
+        }
+    };
+    match env.run() {
+        RunError::Setup(e) => {
+            let _ = env.report(&e.to_record());
+            EXIT_SETUP
+        }
+        RunError::Exec { errno } => {
+            let _ = env.report(&StatusRecord::ExecError {
+                program: env.program(),
+                errno,
+                message: describe_errno(errno),
+            });
+            if errno == libc::ENOENT || errno == libc::ENOTDIR {
+                EXIT_NOT_FOUND
+            } else {
+                EXIT_NOT_EXECUTABLE
+            }
+        }
+    }
+}
+
+/// The system's description of `errno`, without std's "(os error N)" suffix.
+pub fn describe_errno(errno: i32) -> String {
+    let text = io::Error::from_raw_os_error(errno).to_string();
+    match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}

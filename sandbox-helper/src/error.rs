@@ -1,0 +1,134 @@
+//! The helper's setup errors: one variant per step, each holding the source error and, where
+//! there is one, the path involved.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::policy::PolicyError;
+use crate::status::{StatusRecord, Step};
+
+/// A failure before `execve`. The command did not run; the helper exits 125.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// Bad helper arguments.
+    #[error("{0} (usage: cordon-sandbox (--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] -- PROGRAM [ARGS...])")]
+    Arguments(String),
+    /// The policy file could not be read.
+    #[error("cannot read policy file {path:?}: {source}")]
+    PolicyFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The policy did not parse or validate.
+    #[error("invalid policy: {0}")]
+    Policy(#[from] PolicyError),
+    /// `close_range` failed.
+    #[error("cannot close inherited file descriptors: {0}")]
+    CloseFds(io::Error),
+    /// `PR_SET_PDEATHSIG` failed or the parent was already gone.
+    #[error("cannot tie the sandbox to its parent: {0}")]
+    ParentDeath(io::Error),
+    /// A capability could not be dropped.
+    #[error("cannot drop capabilities ({what}): {source}")]
+    Capabilities {
+        /// Which set.
+        what: &'static str,
+        /// Why.
+        source: io::Error,
+    },
+    /// `PR_SET_NO_NEW_PRIVS` failed.
+    #[error("cannot set no_new_privs: {0}")]
+    NoNewPrivs(io::Error),
+    /// A Landlock rule's path could not be opened.
+    #[error("cannot open {path:?} for a Landlock rule: {source}")]
+    LandlockPath {
+        /// The path from the policy.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A Landlock system call failed.
+    #[error("Landlock {what} failed: {source}")]
+    Landlock {
+        /// Which operation.
+        what: &'static str,
+        /// Why.
+        source: io::Error,
+    },
+    /// The seccomp filter could not be compiled or installed.
+    #[error("seccomp {what} failed: {message}")]
+    Seccomp {
+        /// Which operation.
+        what: &'static str,
+        /// The error text from seccompiler.
+        message: String,
+        /// The errno, when the kernel refused.
+        errno: Option<i32>,
+    },
+    /// Something the policy asks for is not available and the policy says `refuse`.
+    #[error("refusing to run: {restriction} cannot be enforced ({reason}); set enforcement to \"report\" to run without it")]
+    Refused {
+        /// The restriction.
+        restriction: String,
+        /// Why it is unavailable.
+        reason: String,
+    },
+    /// The status record could not be written.
+    #[error("cannot write the status record: {0}")]
+    Status(io::Error),
+    /// `chdir` into the working directory failed.
+    #[error("cannot change directory to {path:?}: {source}")]
+    Chdir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+impl SetupError {
+    /// The step this error belongs to.
+    pub fn step(&self) -> Step {
+        match self {
+            SetupError::Arguments(_) => Step::Arguments,
+            SetupError::PolicyFile { .. } | SetupError::Policy(_) => Step::Policy,
+            SetupError::CloseFds(_) => Step::CloseFds,
+            SetupError::ParentDeath(_) => Step::ParentDeath,
+            SetupError::Capabilities { .. } => Step::Capabilities,
+            SetupError::NoNewPrivs(_) => Step::NoNewPrivs,
+            SetupError::LandlockPath { .. } | SetupError::Landlock { .. } => Step::Landlock,
+            SetupError::Seccomp { .. } => Step::Seccomp,
+            SetupError::Refused { .. } => Step::Enforcement,
+            SetupError::Status(_) => Step::Status,
+            SetupError::Chdir { .. } => Step::Chdir,
+        }
+    }
+
+    /// The errno of the failing system call, when there was one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            SetupError::PolicyFile { source, .. }
+            | SetupError::Capabilities { source, .. }
+            | SetupError::LandlockPath { source, .. }
+            | SetupError::Landlock { source, .. }
+            | SetupError::Chdir { path: _, source } => source.raw_os_error(),
+            SetupError::CloseFds(e)
+            | SetupError::ParentDeath(e)
+            | SetupError::NoNewPrivs(e)
+            | SetupError::Status(e) => e.raw_os_error(),
+            SetupError::Seccomp { errno, .. } => *errno,
+            SetupError::Arguments(_) | SetupError::Policy(_) | SetupError::Refused { .. } => None,
+        }
+    }
+
+    /// The record the parent receives for this error.
+    pub fn to_record(&self) -> StatusRecord {
+        StatusRecord::SetupError {
+            step: self.step(),
+            errno: self.errno(),
+            message: self.to_string(),
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Process hygiene before confinement: inherited descriptors, parent death, capabilities and
+//! `no_new_privs`. Each function is one step of [`crate::confine`].
+
+use std::io;
+use std::os::fd::RawFd;
+
+use caps::{CapSet, Capability};
+
+use crate::error::SetupError;
+
+/// Closes every descriptor above stderr except `keep`, so that nothing the parent leaked (an
+/// open file outside the sandbox, a socket) survives into the command. Landlock checks access
+/// when a file is opened, so an fd opened before confinement would otherwise bypass it.
+pub fn close_inherited_fds(keep: Option<RawFd>) -> Result<(), SetupError> {
+    let ranges: &[(u32, u32)] = match keep {
+        Some(fd) if fd > 2 => &[(3, fd as u32 - 1), (fd as u32 + 1, u32::MAX)],
+        _ => &[(3, u32::MAX)],
+    };
+    for &(first, last) in ranges {
+        if first > last {
+            continue;
+        }
+        // SAFETY: close_range only closes descriptors; none of the ones closed here are owned
+        // by Rust objects that will use them later (the helper opens nothing before this step).
+        let rc = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::ENOSYS) {
+                return Err(SetupError::CloseFds(err));
+            }
+            close_one_by_one(first, last)?;
+        }
+    }
+    Ok(())
+}
+
+/// Fallback for kernels before 5.9: close what `/proc/self/fd` lists.
+fn close_one_by_one(first: u32, last: u32) -> Result<(), SetupError> {
+    let entries = std::fs::read_dir("/proc/self/fd").map_err(SetupError::CloseFds)?;
+    let fds: Vec<u32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| (first..=last).contains(fd))
+        .collect();
+    for fd in fds {
+        // SAFETY: closing a descriptor number; the directory iterator's own fd is already
+        // closed because `entries` was consumed and dropped above.
+        unsafe { libc::close(fd as RawFd) };
+    }
+    Ok(())
+}
+
+/// Arranges for SIGKILL when the parent dies, then checks it did not die already: a helper
+/// whose supervisor is gone must not run a command nobody can time out or kill.
+pub fn die_with_parent(original_parent: libc::pid_t) -> Result<(), SetupError> {
+    // SAFETY: prctl with integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    if rc != 0 {
+        return Err(SetupError::ParentDeath(io::Error::last_os_error()));
+    }
+    // SAFETY: getppid cannot fail.
+    if unsafe { libc::getppid() } != original_parent {
+        return Err(SetupError::ParentDeath(io::Error::other(
+            "the parent exited before the sandbox was set up",
+        )));
+    }
+    Ok(())
+}
+
+/// Drops every capability: bounding set first (that needs CAP_SETPCAP, which is still in the
+/// effective set), then ambient, inheritable, permitted and effective. A process without
+/// CAP_SETPCAP cannot shrink its bounding set, but it also cannot gain capabilities back once
+/// `no_new_privs` is set, so that case is skipped, not an error.
+pub fn drop_capabilities() -> Result<(), SetupError> {
+    let can_shrink_bounding = caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP)
+        .map_err(|e| caps_error("read effective set", e))?;
+    if can_shrink_bounding {
+        // Only the capabilities this kernel knows are in the bounding set.
+        for cap in caps::runtime::thread_all_supported() {
+            caps::drop(None, CapSet::Bounding, cap).map_err(|e| caps_error("bounding", e))?;
+        }
+    }
+    caps::clear(None, CapSet::Ambient).map_err(|e| caps_error("ambient", e))?;
+    for (set, name) in [
+        (CapSet::Inheritable, "inheritable"),
+        (CapSet::Permitted, "permitted"),
+        (CapSet::Effective, "effective"),
+    ] {
+        caps::clear(None, set).map_err(|e| caps_error(name, e))?;
+    }
+    Ok(())
+}
+
+fn caps_error(what: &'static str, e: caps::errors::CapsError) -> SetupError {
+    SetupError::Capabilities {
+        what,
+        source: io::Error::other(e.to_string()),
+    }
+}
+
+/// Sets `no_new_privs`: setuid binaries and file capabilities no longer raise privileges, and
+/// unprivileged Landlock and seccomp become possible.
+pub fn set_no_new_privs() -> Result<(), SetupError> {
+    // SAFETY: prctl with integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    if rc != 0 {
+        return Err(SetupError::NoNewPrivs(io::Error::last_os_error()));
+    }
+    Ok(())
+}
