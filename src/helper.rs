@@ -1,0 +1,191 @@
+//! Finding and launching the confining helper, and reading its status records.
+//!
+//! The helper is the `cordon-sandbox` binary, or the `cordon` binary itself when it is called
+//! with the hidden first argument [`SELF_HELPER_ARG`]. [`Helper::command`] builds a
+//! `std::process::Command` with a status pipe attached; the caller adds stdio, process-group
+//! settings and spawns it (a `tokio::process::Command` can be made from it).
+//!
+//! ```no_run
+//! use cordon::helper::Helper;
+//! # fn demo(policy: &cordon_sandbox::SandboxPolicy) -> Result<(), Box<dyn std::error::Error>> {
+//! let helper = Helper::locate()?;
+//! let mut launch = helper.command(policy, std::path::Path::new("/tmp"), &["true".into()])?;
+//! let mut child = launch.command.spawn()?;
+//! let records = launch.status.read_after_spawn()?; // returns at execve or helper exit
+//! let status = child.wait()?;
+//! # Ok(()) }
+//! ```
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cordon_sandbox::status::{read_records, StatusRecord};
+use cordon_sandbox::SandboxPolicy;
+
+/// Hidden first argument that makes the `cordon` binary act as the helper.
+pub const SELF_HELPER_ARG: &str = "__sandbox";
+/// Environment variable naming the helper binary explicitly.
+pub const HELPER_ENV: &str = "CORDON_HELPER";
+/// File name of the standalone helper.
+pub const HELPER_NAME: &str = "cordon-sandbox";
+
+/// Errors finding or preparing the helper.
+#[derive(Debug, thiserror::Error)]
+pub enum HelperError {
+    /// No helper binary could be found.
+    #[error("cannot find the {HELPER_NAME} helper: set {HELPER_ENV} to its path, or install it next to this program")]
+    NotFound,
+    /// The explicitly named helper does not exist.
+    #[error("{HELPER_ENV}={0:?} does not name an executable file")]
+    Missing(PathBuf),
+    /// The status pipe could not be created.
+    #[error("cannot create the status pipe: {0}")]
+    Pipe(io::Error),
+}
+
+/// How to start the helper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helper {
+    program: PathBuf,
+    leading_args: Vec<OsString>,
+}
+
+/// A prepared helper launch: the command to spawn, and the read end of its status pipe.
+#[derive(Debug)]
+pub struct Launch {
+    /// The helper command, with the policy, cwd and argv in place.
+    pub command: Command,
+    /// Reads the helper's status records.
+    pub status: StatusPipe,
+}
+
+/// The parent's end of the status pipe, plus the write end until the child is spawned.
+#[derive(Debug)]
+pub struct StatusPipe {
+    read: File,
+    write: Option<OwnedFd>,
+}
+
+impl StatusPipe {
+    /// Closes the parent's copy of the write end. Call right after spawning, or end of file
+    /// never arrives.
+    pub fn close_write_end(&mut self) {
+        self.write = None;
+    }
+
+    /// Closes the write end and reads records until the helper execs the command (the pipe is
+    /// close-on-exec) or exits.
+    pub fn read_after_spawn(mut self) -> io::Result<Vec<StatusRecord>> {
+        self.close_write_end();
+        read_records(self.read)
+    }
+
+    /// The read end, for asynchronous readers. Close the write end first.
+    pub fn into_read_end(mut self) -> File {
+        self.close_write_end();
+        self.read
+    }
+}
+
+impl Helper {
+    /// A helper at an explicit path, run as `PATH --policy ...`.
+    pub fn at(program: impl Into<PathBuf>) -> Helper {
+        Helper {
+            program: program.into(),
+            leading_args: Vec::new(),
+        }
+    }
+
+    /// The `cordon` binary at `program`, acting as the helper through [`SELF_HELPER_ARG`].
+    pub fn cordon_binary(program: impl Into<PathBuf>) -> Helper {
+        Helper {
+            program: program.into(),
+            leading_args: vec![SELF_HELPER_ARG.into()],
+        }
+    }
+
+    /// Finds the helper: `$CORDON_HELPER`, then `cordon-sandbox` next to the running program,
+    /// then the running program itself when it is the `cordon` binary.
+    pub fn locate() -> Result<Helper, HelperError> {
+        if let Some(path) = std::env::var_os(HELPER_ENV) {
+            let path = PathBuf::from(path);
+            return if is_executable(&path) {
+                Ok(Helper::at(path))
+            } else {
+                Err(HelperError::Missing(path))
+            };
+        }
+        let exe = std::env::current_exe().map_err(|_| HelperError::NotFound)?;
+        if let Some(sibling) = exe.parent().map(|d| d.join(HELPER_NAME)) {
+            if is_executable(&sibling) {
+                return Ok(Helper::at(sibling));
+            }
+        }
+        let is_cordon = exe
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n == "cordon" || n.starts_with("cordon-") && n != HELPER_NAME);
+        if is_cordon {
+            return Ok(Helper::cordon_binary(exe));
+        }
+        Err(HelperError::NotFound)
+    }
+
+    /// The program that will be spawned.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// Builds the launch of `argv` under `policy` in `cwd`. The status pipe's write end is
+    /// inherited by the helper only: it is close-on-exec in this process and made inheritable
+    /// in the child between fork and exec.
+    pub fn command(
+        &self,
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        argv: &[OsString],
+    ) -> Result<Launch, HelperError> {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| HelperError::Pipe(io::Error::from(e)))?;
+        let write_fd = write.as_raw_fd();
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.leading_args)
+            .arg("--policy")
+            .arg(policy.to_json())
+            .arg("--cwd")
+            .arg(cwd)
+            .arg("--status-fd")
+            .arg(write_fd.to_string())
+            .arg("--")
+            .args(argv);
+        // SAFETY: the closure only calls fcntl, which is async-signal-safe, on a descriptor
+        // that is open in the child (it was open in the parent at fork).
+        unsafe {
+            command.pre_exec(move || {
+                if libc::fcntl(write_fd, libc::F_SETFD, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(Launch {
+            command,
+            status: StatusPipe {
+                read: File::from(read),
+                write: Some(write),
+            },
+        })
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
