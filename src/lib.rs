@@ -5,5 +5,6 @@
 //! The confining side is the `cordon-sandbox` crate, re-exported as [`sandbox`].
 
 pub mod helper;
+pub mod profile;
 
 pub use cordon_sandbox as sandbox;

@@ -1,0 +1,751 @@
+//! [`PermissionProfile`]: what users write, and its resolution into a [`SandboxPolicy`].
+//!
+//! A profile is a preset (`read-only`, `workspace-write`, `full-access`) or a TOML/JSON file
+//! that may start from a preset with `extends`. Resolution against a working directory and an
+//! environment expands tokens, canonicalises paths and produces the helper's wire policy.
+//!
+//! ```
+//! use cordon::profile::{PermissionProfile, ResolveContext};
+//!
+//! let profile = PermissionProfile::from_toml_str(r#"
+//!     extends = "workspace-write"
+//!     [filesystem]
+//!     write = ["~/.cache/pip"]
+//!     [network]
+//!     mode = "enabled"
+//! "#).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
+//! let ctx = ResolveContext::new(dir.path()).with_home(dir.path());
+//! let resolved = profile.resolve(&ctx).unwrap();
+//! let policy = resolved.policy.unwrap();
+//! assert!(!policy.network.mode.is_denied());
+//! // ~/.cache/pip does not exist, so it is left out and said so:
+//! assert!(resolved.notes.iter().any(|n| n.contains(".cache/pip")));
+//! ```
+//!
+//! Merging: lists in a file are added to the lists of the preset it extends; scalar keys
+//! (`network.mode`, `enforcement`, ...) replace the preset's.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use cordon_sandbox::policy::{
+    Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode, NetworkPolicy, SandboxPolicy,
+    UnixSockets, POLICY_VERSION,
+};
+
+/// The built-in presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// Read everything, write nothing but the device allow-list (`/dev/null`, ...).
+    ReadOnly,
+    /// Read everything; write the working directory, `/tmp` and `$TMPDIR`; no network;
+    /// `.git` and `.cordon` read-only inside writable roots. The default.
+    WorkspaceWrite,
+    /// No sandbox at all.
+    FullAccess,
+}
+
+impl Preset {
+    /// Every preset, in documentation order.
+    pub const ALL: [Preset; 3] = [Preset::ReadOnly, Preset::WorkspaceWrite, Preset::FullAccess];
+
+    /// The preset's name as users write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::ReadOnly => "read-only",
+            Preset::WorkspaceWrite => "workspace-write",
+            Preset::FullAccess => "full-access",
+        }
+    }
+
+    /// Looks a preset up by name.
+    pub fn from_name(name: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    fn rules(self) -> Option<Rules> {
+        let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        match self {
+            Preset::FullAccess => None,
+            Preset::ReadOnly => Some(Rules {
+                read: strings(&["/"]),
+                ..Rules::empty()
+            }),
+            Preset::WorkspaceWrite => Some(Rules {
+                read: strings(&["/"]),
+                write: strings(&[":cwd", ":tmp"]),
+                read_only: strings(&[".git", ".cordon"]),
+                // Carve-outs need the namespace layer; until it exists they are reported, so
+                // that the default stays usable. Missing layers are still refused.
+                enforcement: EnforcementPolicy {
+                    missing_layer: Enforcement::Refuse,
+                    carve_outs: Enforcement::Report,
+                },
+                ..Rules::empty()
+            }),
+        }
+    }
+}
+
+/// A profile as the user wrote it (before resolution).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionProfile {
+    /// Where it came from (a preset name or a file path), for messages.
+    pub origin: String,
+    rules: Option<Rules>,
+}
+
+/// Sandboxed rules with unexpanded tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rules {
+    read: Vec<String>,
+    write: Vec<String>,
+    read_only: Vec<String>,
+    deny_read: Vec<String>,
+    network: NetworkMode,
+    unix_sockets: UnixSockets,
+    tcp_connect: Option<Vec<u16>>,
+    tcp_bind: Option<Vec<u16>>,
+    enforcement: EnforcementPolicy,
+}
+
+impl Rules {
+    fn empty() -> Rules {
+        Rules {
+            read: Vec::new(),
+            write: Vec::new(),
+            read_only: Vec::new(),
+            deny_read: Vec::new(),
+            network: NetworkMode::Denied,
+            unix_sockets: UnixSockets::Deny,
+            tcp_connect: None,
+            tcp_bind: None,
+            enforcement: EnforcementPolicy::STRICT,
+        }
+    }
+}
+
+/// The file format, TOML or JSON, with every key named.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFile {
+    extends: Option<String>,
+    #[serde(default)]
+    filesystem: FilesystemSection,
+    #[serde(default)]
+    network: NetworkSection,
+    enforcement: Option<Enforcement>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilesystemSection {
+    #[serde(default)]
+    read: Vec<String>,
+    #[serde(default)]
+    write: Vec<String>,
+    #[serde(default)]
+    read_only: Vec<String>,
+    #[serde(default)]
+    deny_read: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkSection {
+    mode: Option<NetworkMode>,
+    unix_sockets: Option<UnixSockets>,
+    tcp_connect: Option<Vec<u16>>,
+    tcp_bind: Option<Vec<u16>>,
+}
+
+/// Why a profile could not be loaded or resolved. Messages are one line and name the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// `-p NAME` is neither a preset nor a file.
+    #[error("unknown preset {0:?} (presets: read-only, workspace-write, full-access; a profile file must end in .toml or .json)")]
+    UnknownPreset(String),
+    /// The profile file could not be read.
+    #[error("cannot read profile {path:?}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file did not parse (syntax, unknown key, wrong type).
+    #[error("{origin}: {message}")]
+    Parse {
+        /// The file.
+        origin: String,
+        /// What is wrong, one line.
+        message: String,
+    },
+    /// `extends` names something that is not a preset.
+    #[error("{origin}: extends = {name:?} is not a preset (read-only, workspace-write, full-access)")]
+    UnknownExtends {
+        /// The file.
+        origin: String,
+        /// The value.
+        name: String,
+    },
+    /// A file extends full-access but also sets sandbox keys.
+    #[error("{0}: extends = \"full-access\" has no sandbox, so it cannot take filesystem or network keys")]
+    ExtendsFullAccess(String),
+    /// A path entry is relative where it must be absolute, or uses an unknown token.
+    #[error("{field}: {entry:?} {problem}")]
+    BadEntry {
+        /// The key.
+        field: &'static str,
+        /// The entry.
+        entry: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The working directory is not usable.
+    #[error("working directory {path:?}: {source}")]
+    Cwd {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `~` was used but no home directory is known.
+    #[error("{field}: {entry:?} uses ~ but HOME is not set")]
+    NoHome {
+        /// The key.
+        field: &'static str,
+        /// The entry.
+        entry: String,
+    },
+    /// The resolved policy is contradictory.
+    #[error("profile {origin}: {source}")]
+    Policy {
+        /// The profile.
+        origin: String,
+        /// The contradiction.
+        source: cordon_sandbox::policy::PolicyError,
+    },
+}
+
+/// What resolution needs from the outside world.
+#[derive(Debug, Clone)]
+pub struct ResolveContext {
+    /// The command's working directory.
+    pub cwd: PathBuf,
+    /// `$HOME`.
+    pub home: Option<PathBuf>,
+    /// `$TMPDIR`.
+    pub tmpdir: Option<PathBuf>,
+}
+
+impl ResolveContext {
+    /// A context for `cwd` with `HOME` and `TMPDIR` read from this process's environment.
+    pub fn new(cwd: impl Into<PathBuf>) -> ResolveContext {
+        ResolveContext {
+            cwd: cwd.into(),
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+            tmpdir: std::env::var_os("TMPDIR")
+                .filter(|t| !t.is_empty())
+                .map(PathBuf::from),
+        }
+    }
+
+    /// Overrides `HOME`.
+    pub fn with_home(mut self, home: impl Into<PathBuf>) -> ResolveContext {
+        self.home = Some(home.into());
+        self
+    }
+
+    /// Overrides `TMPDIR`.
+    pub fn with_tmpdir(mut self, tmpdir: Option<PathBuf>) -> ResolveContext {
+        self.tmpdir = tmpdir;
+        self
+    }
+}
+
+/// The outcome of resolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The helper's policy; `None` means full access, no sandbox at all.
+    pub policy: Option<SandboxPolicy>,
+    /// Entries left out and why (missing paths, carve-outs outside writable roots).
+    pub notes: Vec<String>,
+}
+
+/// Command-line adjustments applied on top of a profile.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Extra writable roots (`-w`).
+    pub writable: Vec<String>,
+    /// `--network`.
+    pub network: Option<NetworkMode>,
+    /// `--allow-unix-sockets`.
+    pub allow_unix_sockets: bool,
+}
+
+impl PermissionProfile {
+    /// A preset.
+    pub fn preset(preset: Preset) -> PermissionProfile {
+        PermissionProfile {
+            origin: preset.name().to_owned(),
+            rules: preset.rules(),
+        }
+    }
+
+    /// The default profile, `workspace-write`.
+    pub fn default_profile() -> PermissionProfile {
+        PermissionProfile::preset(Preset::WorkspaceWrite)
+    }
+
+    /// A preset name, or a path to a `.toml` / `.json` file.
+    pub fn load(spec: &str) -> Result<PermissionProfile, ProfileError> {
+        if let Some(preset) = Preset::from_name(spec) {
+            return Ok(PermissionProfile::preset(preset));
+        }
+        let path = Path::new(spec);
+        let ext = path.extension().and_then(|e| e.to_str());
+        if !matches!(ext, Some("toml") | Some("json")) {
+            return Err(ProfileError::UnknownPreset(spec.to_owned()));
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if ext == Some("json") {
+            PermissionProfile::from_json_str_named(&text, spec)
+        } else {
+            PermissionProfile::from_toml_str_named(&text, spec)
+        }
+    }
+
+    /// Parses TOML text.
+    pub fn from_toml_str(text: &str) -> Result<PermissionProfile, ProfileError> {
+        PermissionProfile::from_toml_str_named(text, "profile")
+    }
+
+    /// Parses JSON text.
+    pub fn from_json_str(text: &str) -> Result<PermissionProfile, ProfileError> {
+        PermissionProfile::from_json_str_named(text, "profile")
+    }
+
+    fn from_toml_str_named(text: &str, origin: &str) -> Result<PermissionProfile, ProfileError> {
+        let file: ProfileFile = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let message = e.message().replace('\n', " ");
+            ProfileError::Parse {
+                origin: origin.to_owned(),
+                message: match line {
+                    Some(line) => format!("{message} (line {line})"),
+                    None => message,
+                },
+            }
+        })?;
+        PermissionProfile::from_file(file, origin)
+    }
+
+    fn from_json_str_named(text: &str, origin: &str) -> Result<PermissionProfile, ProfileError> {
+        let file: ProfileFile = serde_json::from_str(text).map_err(|e| ProfileError::Parse {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        PermissionProfile::from_file(file, origin)
+    }
+
+    fn from_file(file: ProfileFile, origin: &str) -> Result<PermissionProfile, ProfileError> {
+        let base = match &file.extends {
+            None => Some(Rules::empty()),
+            Some(name) => Preset::from_name(name)
+                .ok_or_else(|| ProfileError::UnknownExtends {
+                    origin: origin.to_owned(),
+                    name: name.clone(),
+                })?
+                .rules(),
+        };
+        let Some(mut rules) = base else {
+            let fs = &file.filesystem;
+            let n = &file.network;
+            let sets_sandbox_keys = !(fs.read.is_empty()
+                && fs.write.is_empty()
+                && fs.read_only.is_empty()
+                && fs.deny_read.is_empty())
+                || n.mode.is_some()
+                || n.unix_sockets.is_some()
+                || n.tcp_connect.is_some()
+                || n.tcp_bind.is_some()
+                || file.enforcement.is_some();
+            if sets_sandbox_keys {
+                return Err(ProfileError::ExtendsFullAccess(origin.to_owned()));
+            }
+            return Ok(PermissionProfile {
+                origin: origin.to_owned(),
+                rules: None,
+            });
+        };
+        rules.read.extend(file.filesystem.read);
+        rules.write.extend(file.filesystem.write);
+        rules.read_only.extend(file.filesystem.read_only);
+        rules.deny_read.extend(file.filesystem.deny_read);
+        if let Some(mode) = file.network.mode {
+            rules.network = mode;
+        }
+        if let Some(unix) = file.network.unix_sockets {
+            rules.unix_sockets = unix;
+        }
+        if file.network.tcp_connect.is_some() {
+            rules.tcp_connect = file.network.tcp_connect;
+        }
+        if file.network.tcp_bind.is_some() {
+            rules.tcp_bind = file.network.tcp_bind;
+        }
+        if let Some(e) = file.enforcement {
+            rules.enforcement = EnforcementPolicy {
+                missing_layer: e,
+                carve_outs: e,
+            };
+        }
+        Ok(PermissionProfile {
+            origin: origin.to_owned(),
+            rules: Some(rules),
+        })
+    }
+
+    /// True for full access (no sandbox).
+    pub fn is_unsandboxed(&self) -> bool {
+        self.rules.is_none()
+    }
+
+    /// Applies command-line adjustments. Full access ignores them (it already allows all).
+    pub fn with_overrides(mut self, overrides: &Overrides) -> PermissionProfile {
+        if let Some(rules) = &mut self.rules {
+            rules.write.extend(overrides.writable.iter().cloned());
+            if let Some(mode) = overrides.network {
+                rules.network = mode;
+            }
+            if overrides.allow_unix_sockets {
+                rules.unix_sockets = UnixSockets::Allow;
+            }
+        }
+        self
+    }
+
+    /// Resolves against `ctx` into the helper's policy.
+    pub fn resolve(&self, ctx: &ResolveContext) -> Result<Resolved, ProfileError> {
+        let cwd = std::fs::canonicalize(&ctx.cwd).map_err(|source| ProfileError::Cwd {
+            path: ctx.cwd.clone(),
+            source,
+        })?;
+        if !cwd.is_dir() {
+            return Err(ProfileError::Cwd {
+                path: ctx.cwd.clone(),
+                source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
+            });
+        }
+        let Some(rules) = &self.rules else {
+            return Ok(Resolved {
+                policy: None,
+                notes: vec!["full-access: no sandbox, the command runs with all of the caller's rights".into()],
+            });
+        };
+        let mut notes = Vec::new();
+        let expander = Expander { ctx, cwd: &cwd };
+
+        let read = expander.existing_roots("filesystem.read", &rules.read, &mut notes)?;
+        let write = expander.existing_roots("filesystem.write", &rules.write, &mut notes)?;
+
+        let mut read_only = Vec::new();
+        for entry in &rules.read_only {
+            let candidates = if is_relative_entry(entry) {
+                write.iter().map(|root| root.join(entry)).collect()
+            } else {
+                expander.expand("filesystem.read_only", entry)?
+            };
+            for path in candidates {
+                let Ok(path) = std::fs::canonicalize(&path) else {
+                    continue; // nothing there to protect
+                };
+                if write.contains(&path) {
+                    notes.push(format!(
+                        "filesystem.read_only: {} is itself a writable root; left writable",
+                        path.display()
+                    ));
+                } else if !write.iter().any(|w| path.starts_with(w)) {
+                    if !is_relative_entry(entry) {
+                        notes.push(format!(
+                            "filesystem.read_only: {} is outside every writable root, so it is already read-only",
+                            path.display()
+                        ));
+                    }
+                } else if !read_only.contains(&path) {
+                    read_only.push(path);
+                }
+            }
+        }
+        let mut deny_read = Vec::new();
+        for entry in &rules.deny_read {
+            for path in expander.expand("filesystem.deny_read", entry)? {
+                match std::fs::canonicalize(&path) {
+                    Ok(p) if !deny_read.contains(&p) => deny_read.push(p),
+                    Ok(_) => {}
+                    Err(_) => notes.push(format!(
+                        "filesystem.deny_read: {} does not exist; nothing to hide",
+                        path.display()
+                    )),
+                }
+            }
+        }
+
+        let policy = SandboxPolicy {
+            version: POLICY_VERSION,
+            filesystem: FilesystemPolicy {
+                read,
+                write,
+                read_only,
+                deny_read,
+            },
+            network: NetworkPolicy {
+                mode: rules.network,
+                unix_sockets: rules.unix_sockets,
+                tcp_connect: rules.tcp_connect.clone(),
+                tcp_bind: rules.tcp_bind.clone(),
+            },
+            enforcement: rules.enforcement,
+            markers: None,
+        };
+        policy.validate().map_err(|source| ProfileError::Policy {
+            origin: self.origin.clone(),
+            source,
+        })?;
+        Ok(Resolved {
+            policy: Some(policy),
+            notes,
+        })
+    }
+}
+
+fn is_relative_entry(entry: &str) -> bool {
+    !entry.starts_with('/') && !entry.starts_with('~') && !entry.starts_with(':')
+}
+
+struct Expander<'a> {
+    ctx: &'a ResolveContext,
+    cwd: &'a Path,
+}
+
+impl Expander<'_> {
+    /// Expands tokens in one entry into absolute paths (`:tmp` gives up to two).
+    fn expand(&self, field: &'static str, entry: &str) -> Result<Vec<PathBuf>, ProfileError> {
+        let bad = |problem| ProfileError::BadEntry {
+            field,
+            entry: entry.to_owned(),
+            problem,
+        };
+        let (base, rest): (Vec<PathBuf>, &str) = if let Some(rest) = token_rest(entry, ":cwd") {
+            (vec![self.cwd.to_path_buf()], rest)
+        } else if let Some(rest) = token_rest(entry, ":tmp") {
+            let mut bases = vec![PathBuf::from("/tmp")];
+            bases.extend(self.ctx.tmpdir.clone());
+            (bases, rest)
+        } else if let Some(rest) = token_rest(entry, "~") {
+            let home = self.ctx.home.clone().ok_or_else(|| ProfileError::NoHome {
+                field,
+                entry: entry.to_owned(),
+            })?;
+            (vec![home], rest)
+        } else if entry.starts_with(':') {
+            return Err(bad("is not a known token (:cwd, :tmp)"));
+        } else if entry.starts_with('/') {
+            return Ok(vec![PathBuf::from(entry)]);
+        } else {
+            return Err(bad(
+                "is relative; use an absolute path, ~/..., :cwd/... or :tmp (only read_only takes relative entries)",
+            ));
+        };
+        Ok(base
+            .into_iter()
+            .map(|b| if rest.is_empty() { b } else { b.join(rest) })
+            .collect())
+    }
+
+    /// Expands and canonicalises root entries; missing ones are left out with a note.
+    fn existing_roots(
+        &self,
+        field: &'static str,
+        entries: &[String],
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<PathBuf>, ProfileError> {
+        let mut roots = Vec::new();
+        for entry in entries {
+            for path in self.expand(field, entry)? {
+                match std::fs::canonicalize(&path) {
+                    Ok(root) if !roots.contains(&root) => roots.push(root),
+                    Ok(_) => {}
+                    Err(e) => notes.push(format!(
+                        "{field}: {} left out: {}",
+                        path.display(),
+                        cordon_sandbox::confine::describe_errno(e.raw_os_error().unwrap_or(0))
+                    )),
+                }
+            }
+        }
+        Ok(roots)
+    }
+}
+
+/// `entry` minus `token`, when `entry` is the token alone or the token followed by `/`.
+fn token_rest<'a>(entry: &'a str, token: &str) -> Option<&'a str> {
+    let rest = entry.strip_prefix(token)?;
+    if rest.is_empty() {
+        Some("")
+    } else {
+        rest.strip_prefix('/')
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn ctx(dir: &Path) -> ResolveContext {
+        ResolveContext::new(dir).with_home(dir).with_tmpdir(None)
+    }
+
+    #[test]
+    fn workspace_write_resolves_cwd_tmp_and_carve_outs() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join(".git")).unwrap();
+        let resolved = PermissionProfile::default_profile()
+            .resolve(&ctx(dir.path()))
+            .unwrap();
+        let policy = resolved.policy.unwrap();
+        let cwd = fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(policy.filesystem.read, vec![PathBuf::from("/")]);
+        assert_eq!(policy.filesystem.write, vec![cwd.clone(), PathBuf::from("/tmp")]);
+        assert_eq!(policy.filesystem.read_only, vec![cwd.join(".git")]);
+        assert!(policy.network.mode.is_denied());
+        assert_eq!(policy.enforcement.carve_outs, Enforcement::Report);
+        assert_eq!(policy.enforcement.missing_layer, Enforcement::Refuse);
+    }
+
+    #[test]
+    fn tmpdir_is_added_and_missing_roots_are_noted() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmpdir = dir.path().join("mytmp");
+        fs::create_dir(&tmpdir).unwrap();
+        let ctx = ctx(dir.path()).with_tmpdir(Some(tmpdir.clone()));
+        let profile = PermissionProfile::default_profile().with_overrides(&Overrides {
+            writable: vec!["/does/not/exist".into()],
+            ..Overrides::default()
+        });
+        let resolved = profile.resolve(&ctx).unwrap();
+        let policy = resolved.policy.unwrap();
+        assert!(policy
+            .filesystem
+            .write
+            .contains(&fs::canonicalize(&tmpdir).unwrap()));
+        assert_eq!(
+            resolved.notes,
+            vec!["filesystem.write: /does/not/exist left out: No such file or directory"]
+        );
+    }
+
+    #[test]
+    fn symlinked_root_is_granted_at_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("real");
+        fs::create_dir(&target).unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("link")).unwrap();
+        let profile = PermissionProfile::from_toml_str(
+            "extends = \"read-only\"\n[filesystem]\nwrite = [\":cwd/link\"]\n",
+        )
+        .unwrap();
+        let policy = profile.resolve(&ctx(dir.path())).unwrap().policy.unwrap();
+        assert_eq!(
+            policy.filesystem.write,
+            vec![fs::canonicalize(&target).unwrap()]
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_named_on_one_line() {
+        let err = PermissionProfile::from_toml_str("[filesystem]\nwrit = [\"/tmp\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `writ`"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+        let err = PermissionProfile::from_json_str(r#"{"netwrk": {}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `netwrk`"), "{err}");
+    }
+
+    #[test]
+    fn relative_entries_only_in_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let profile = PermissionProfile::from_toml_str(
+            "extends = \"read-only\"\n[filesystem]\nwrite = [\"build\"]\n",
+        )
+        .unwrap();
+        let err = profile.resolve(&ctx(dir.path())).unwrap_err().to_string();
+        assert!(err.starts_with("filesystem.write: \"build\" is relative"), "{err}");
+    }
+
+    #[test]
+    fn full_access_has_no_policy_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let resolved = PermissionProfile::preset(Preset::FullAccess)
+            .resolve(&ctx(dir.path()))
+            .unwrap();
+        assert_eq!(resolved.policy, None);
+        assert!(resolved.notes[0].contains("no sandbox"));
+        assert!(matches!(
+            PermissionProfile::from_toml_str("extends = \"full-access\"\n[network]\nmode = \"denied\"\n"),
+            Err(ProfileError::ExtendsFullAccess(_))
+        ));
+    }
+
+    #[test]
+    fn enforcement_and_network_keys_replace_the_preset() {
+        let dir = tempfile::tempdir().unwrap();
+        let profile = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\nenforcement = \"refuse\"\n[network]\nmode = \"enabled\"\nunix_sockets = \"allow\"\ntcp_connect = [443]\n",
+        )
+        .unwrap();
+        let policy = profile.resolve(&ctx(dir.path())).unwrap().policy.unwrap();
+        assert_eq!(policy.enforcement, EnforcementPolicy::STRICT);
+        assert_eq!(policy.network.tcp_connect, Some(vec![443]));
+        assert_eq!(policy.network.unix_sockets, UnixSockets::Allow);
+    }
+
+    #[test]
+    fn writable_root_under_deny_read_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let profile = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [\":cwd\"]\n",
+        )
+        .unwrap();
+        let err = profile.resolve(&ctx(dir.path())).unwrap_err().to_string();
+        assert!(err.contains("deny_read"), "{err}");
+    }
+
+    #[test]
+    fn unknown_preset_and_missing_file() {
+        assert!(matches!(
+            PermissionProfile::load("workspace"),
+            Err(ProfileError::UnknownPreset(_))
+        ));
+        assert!(matches!(
+            PermissionProfile::load("/nonexistent/p.toml"),
+            Err(ProfileError::Read { .. })
+        ));
+    }
+}
