@@ -16,7 +16,11 @@ use cordon::sandbox::status::StatusRecord;
 const EXIT_CORDON: u8 = 125;
 
 #[derive(Parser)]
-#[command(name = "cordon", version, about = "Run commands in a Landlock + seccomp sandbox")]
+#[command(
+    name = "cordon",
+    version,
+    about = "Run commands in a Landlock + seccomp sandbox"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -113,7 +117,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     if !cwd.is_dir() {
-        return Err(anyhow!("working directory {:?} does not exist or is not a directory", cwd));
+        return Err(anyhow!(
+            "working directory {:?} does not exist or is not a directory",
+            cwd
+        ));
     }
     let cwd = std::fs::canonicalize(&cwd).with_context(|| format!("working directory {cwd:?}"))?;
     let profile = match &args.profile {
@@ -146,7 +153,9 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.argv.is_empty() {
-        return Err(anyhow!("no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])"));
+        return Err(anyhow!(
+            "no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])"
+        ));
     }
 
     let Some(policy) = resolved.policy else {
@@ -159,7 +168,13 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Ok(child) => wait_for(child),
             Err(e) => {
                 eprintln!("cordon: {}: {e}", args.argv[0].to_string_lossy());
-                Ok(ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 }))
+                Ok(ExitCode::from(
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        127
+                    } else {
+                        126
+                    },
+                ))
             }
         };
     };

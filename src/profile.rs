@@ -185,7 +185,9 @@ pub enum ProfileError {
         message: String,
     },
     /// `extends` names something that is not a preset.
-    #[error("{origin}: extends = {name:?} is not a preset (read-only, workspace-write, full-access)")]
+    #[error(
+        "{origin}: extends = {name:?} is not a preset (read-only, workspace-write, full-access)"
+    )]
     UnknownExtends {
         /// The file.
         origin: String,
@@ -451,7 +453,10 @@ impl PermissionProfile {
         let Some(rules) = &self.rules else {
             return Ok(Resolved {
                 policy: None,
-                notes: vec!["full-access: no sandbox, the command runs with all of the caller's rights".into()],
+                notes: vec![
+                    "full-access: no sandbox, the command runs with all of the caller's rights"
+                        .into(),
+                ],
             });
         };
         let mut notes = Vec::new();
@@ -628,7 +633,10 @@ mod tests {
         let policy = resolved.policy.unwrap();
         let cwd = fs::canonicalize(dir.path()).unwrap();
         assert_eq!(policy.filesystem.read, vec![PathBuf::from("/")]);
-        assert_eq!(policy.filesystem.write, vec![cwd.clone(), PathBuf::from("/tmp")]);
+        assert_eq!(
+            policy.filesystem.write,
+            vec![cwd.clone(), PathBuf::from("/tmp")]
+        );
         assert_eq!(policy.filesystem.read_only, vec![cwd.join(".git")]);
         assert!(policy.network.mode.is_denied());
         assert_eq!(policy.enforcement.carve_outs, Enforcement::Report);
@@ -696,7 +704,10 @@ mod tests {
         )
         .unwrap();
         let err = profile.resolve(&ctx(dir.path())).unwrap_err().to_string();
-        assert!(err.starts_with("filesystem.write: \"build\" is relative"), "{err}");
+        assert!(
+            err.starts_with("filesystem.write: \"build\" is relative"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -708,7 +719,9 @@ mod tests {
         assert_eq!(resolved.policy, None);
         assert!(resolved.notes[0].contains("no sandbox"));
         assert!(matches!(
-            PermissionProfile::from_toml_str("extends = \"full-access\"\n[network]\nmode = \"denied\"\n"),
+            PermissionProfile::from_toml_str(
+                "extends = \"full-access\"\n[network]\nmode = \"denied\"\n"
+            ),
             Err(ProfileError::ExtendsFullAccess(_))
         ));
     }

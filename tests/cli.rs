@@ -1,0 +1,344 @@
+//! `cordon run` and the helper's command line: exit codes, bad input, enforcement.
+
+mod common;
+
+use std::fs;
+use std::process::Command;
+
+use common::{stderr, stdout, Tree};
+
+#[test]
+fn exit_codes_and_signals_propagate() {
+    let tree = Tree::new();
+    assert_eq!(
+        tree.run(&["--", "sh", "-c", "exit 7"]).status.code(),
+        Some(7)
+    );
+    assert_eq!(tree.run(&["--", "true"]).status.code(), Some(0));
+    assert_eq!(
+        tree.run(&["--", "sh", "-c", "kill -TERM $$"]).status.code(),
+        Some(128 + libc::SIGTERM)
+    );
+    let missing = tree.run(&["--", "cordon-no-such-program"]);
+    assert_eq!(missing.status.code(), Some(127));
+    assert_eq!(
+        stderr(&missing).trim(),
+        "cordon: cordon-no-such-program: No such file or directory"
+    );
+    fs::write(tree.cwd.join("not-exec"), "#!/bin/sh\n").unwrap();
+    assert_eq!(tree.run(&["--", "./not-exec"]).status.code(), Some(126));
+}
+
+#[test]
+fn bad_input_exits_125_and_runs_nothing() {
+    let tree = Tree::new();
+    fs::write(tree.cwd.join("malformed.toml"), "[filesystem\nwrite = ").unwrap();
+    fs::write(
+        tree.cwd.join("unknown.toml"),
+        "[filesystem]\nwritable = [\"/tmp\"]\n",
+    )
+    .unwrap();
+    fs::write(
+        tree.cwd.join("unknown.json"),
+        r#"{"network": {"mode": "enabled", "color": 1}}"#,
+    )
+    .unwrap();
+    fs::write(
+        tree.cwd.join("badmode.toml"),
+        "[network]\nmode = \"sometimes\"\n",
+    )
+    .unwrap();
+    fs::write(
+        tree.cwd.join("relative.toml"),
+        "[filesystem]\nwrite = [\"build\"]\n",
+    )
+    .unwrap();
+    let marker = tree.cwd.join("marker");
+    let touch = format!("touch {}", marker.display());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["-p", "no-such-preset"],
+            "unknown preset \"no-such-preset\"",
+        ),
+        (
+            vec!["-p", "missing.toml"],
+            "cannot read profile \"missing.toml\"",
+        ),
+        (vec!["-p", "malformed.toml"], "malformed.toml:"),
+        (vec!["-p", "unknown.toml"], "unknown field `writable`"),
+        (vec!["-p", "unknown.json"], "unknown field `color`"),
+        (vec!["-p", "badmode.toml"], "unknown variant `sometimes`"),
+        (
+            vec!["-p", "relative.toml"],
+            "filesystem.write: \"build\" is relative",
+        ),
+        (
+            vec!["-C", "/nonexistent-dir"],
+            "working directory \"/nonexistent-dir\"",
+        ),
+        (vec!["--network", "sometimes"], "invalid value 'sometimes'"),
+        (
+            vec!["--no-such-flag"],
+            "unexpected argument '--no-such-flag'",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut full = args.clone();
+        full.extend(["--", "sh", "-c", &touch]);
+        let out = tree.run(&full);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+        assert!(err.starts_with("cordon: "), "{args:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line expected: {err}"
+        );
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(!marker.exists(), "{args:?} ran the command");
+    }
+    let out = tree.run(&[]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("no command given"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn helper_rejects_bad_policies_with_125() {
+    let tree = Tree::new();
+    let marker = tree.cwd.join("marker");
+    let good = r#"{"version":1,"filesystem":{"read":["/"]},"network":{"mode":"denied"},"enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#;
+    let cases = [
+        (
+            good.replace("\"version\":1", "\"version\":2"),
+            "policy version 2",
+        ),
+        (
+            good.replace("[\"/\"]", "[\"usr\"]"),
+            "not an absolute, canonical path",
+        ),
+        (good.replace("\"read\"", "\"reed\""), "unknown field `reed`"),
+        (
+            good.replace(
+                "\"read\":[\"/\"]",
+                "\"read\":[\"/\"],\"write\":[\"/w\"],\"deny_read\":[\"/\"]",
+            ),
+            "under deny_read",
+        ),
+        (
+            good.replace("\"denied\"}", "\"denied\",\"tcp_connect\":[80]}"),
+            "needs network.mode",
+        ),
+        ("not json".to_owned(), "not valid JSON"),
+    ];
+    for (policy, expected) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+            .args(["__sandbox", "--policy", &policy, "--", "touch"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{policy}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{policy}: {}",
+            stderr(&out)
+        );
+        assert!(!marker.exists());
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["__sandbox", "--policy", good, "--"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("no command given"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn print_policy_is_what_the_helper_accepts() {
+    let tree = Tree::new();
+    let out = tree.run(&["--print-policy"]);
+    assert_eq!(out.status.code(), Some(0));
+    let json = stdout(&out);
+    assert_eq!(json.lines().count(), 1);
+    let policy = cordon::sandbox::SandboxPolicy::from_json(json.trim()).unwrap();
+    policy.validate().unwrap();
+    assert_eq!(
+        policy.filesystem.write,
+        vec![tree.cwd.clone(), std::path::PathBuf::from("/tmp")]
+    );
+    let marker = tree.cwd.join("ran");
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .args(["__sandbox", "--policy", json.trim(), "--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(marker.exists());
+}
+
+/// Runs the helper with a status pipe on fd 3 and returns (exit code, status lines).
+fn helper_with_status(policy: &str, env: &[(&str, &str)]) -> (Option<i32>, Vec<String>) {
+    let script = format!(
+        "exec 3>&1 1>/dev/null; exec {} __sandbox --status-fd 3 --policy '{}' -- true",
+        env!("CARGO_BIN_EXE_cordon"),
+        policy
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        stdout(&out).lines().map(str::to_owned).collect(),
+    )
+}
+
+#[test]
+fn confined_record_lists_layers_and_downgrades() {
+    require_landlock!(6);
+    let tree = Tree::new();
+    let w = tree.cwd.display();
+    let policy = format!(
+        r#"{{"version":1,"filesystem":{{"read":["/"],"write":["{w}"],"read_only":["{w}/.git"]}},"network":{{"mode":"denied"}},"enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#
+    );
+    let (code, records) = helper_with_status(&policy, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
+    assert_eq!(record["kind"], "confined");
+    assert_eq!(
+        record["landlock_abi"],
+        7.min(common::landlock_abi().unwrap())
+    );
+    assert_eq!(
+        record["layers"],
+        serde_json::json!([
+            "capabilities",
+            "no_new_privs",
+            "landlock_fs",
+            "landlock_scope",
+            "seccomp"
+        ])
+    );
+    assert_eq!(
+        record["downgrades"][0]["restriction"],
+        format!("read_only:{w}/.git")
+    );
+    assert_eq!(record["downgrades"].as_array().unwrap().len(), 1);
+
+    // The same carve-out with enforcement "refuse" does not run.
+    let strict = policy.replace("\"carve_outs\":\"report\"", "\"carve_outs\":\"refuse\"");
+    let (code, records) = helper_with_status(&strict, &[]);
+    assert_eq!(code, Some(125));
+    let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
+    assert_eq!(record["kind"], "setup_error");
+    assert_eq!(record["step"], "enforcement");
+}
+
+#[test]
+fn capped_landlock_abi_is_refused_or_reported() {
+    require_landlock!(6);
+    let policy = r#"{"version":1,"filesystem":{"read":["/"],"write":["/tmp"]},"network":{"mode":"denied"},"enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#;
+    let (code, records) = helper_with_status(policy, &[("CORDON_LANDLOCK_ABI_MAX", "2")]);
+    assert_eq!(code, Some(125));
+    let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
+    assert_eq!(record["step"], "enforcement");
+    assert!(record["message"]
+        .as_str()
+        .unwrap()
+        .contains("landlock_truncate"));
+
+    let report = policy.replace(
+        "\"missing_layer\":\"refuse\"",
+        "\"missing_layer\":\"report\"",
+    );
+    let (code, records) = helper_with_status(&report, &[("CORDON_LANDLOCK_ABI_MAX", "2")]);
+    assert_eq!(code, Some(0));
+    let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
+    assert_eq!(record["landlock_abi"], 2);
+    let downgraded: Vec<&str> = record["downgrades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["restriction"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        downgraded,
+        [
+            "landlock_truncate",
+            "landlock_ioctl_dev",
+            "landlock_scope_signal",
+            "landlock_scope_abstract_unix"
+        ]
+    );
+
+    // ABI 0 behaves as a kernel without Landlock: with "report" the filesystem is open, and
+    // the record says so.
+    let (code, records) = helper_with_status(&report, &[("CORDON_LANDLOCK_ABI_MAX", "0")]);
+    assert_eq!(code, Some(0));
+    let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
+    assert_eq!(record["landlock_abi"], 0);
+    assert_eq!(
+        record["downgrades"][0]["restriction"],
+        "landlock_filesystem"
+    );
+    assert_eq!(
+        record["layers"],
+        serde_json::json!(["capabilities", "no_new_privs", "seccomp"])
+    );
+}
+
+#[test]
+fn capped_abi_really_lifts_truncate_protection() {
+    require_landlock!(3);
+    // With ABI 2 the kernel does not mediate truncate: the downgrade the record reports is real.
+    let tree = Tree::new();
+    let victim = tree.outside.join("victim");
+    fs::write(&victim, "data").unwrap();
+    let profile = tree.cwd.join("report.toml");
+    fs::write(
+        &profile,
+        "extends = \"workspace-write\"\nenforcement = \"report\"\n",
+    )
+    .unwrap();
+    let script = format!("print(attempt(lambda: os.truncate({victim:?}, 0)))");
+    let code = format!("{}\n{script}", common::PROBE);
+    let out = tree
+        .cordon()
+        .env("CORDON_LANDLOCK_ABI_MAX", "2")
+        .args(["run", "-p", "report.toml", "--"])
+        .arg(common::python())
+        .args(["-c", &code])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), "OK", "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "");
+}
+
+#[test]
+fn full_access_says_it_is_unsandboxed() {
+    let tree = Tree::new();
+    let target = tree.outside.join("written");
+    let out = tree.run(&[
+        "-p",
+        "full-access",
+        "--",
+        "sh",
+        "-c",
+        &format!("echo free > {}", target.display()),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        stderr(&out).trim(),
+        "cordon: full-access profile: running without any sandbox"
+    );
+    assert_eq!(fs::read_to_string(&target).unwrap(), "free\n");
+}
