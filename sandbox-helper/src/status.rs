@@ -127,8 +127,7 @@ impl std::fmt::Display for Step {
 /// Writes one record as a single line with one `write` call, so that a reader never sees
 /// half a record even if the helper dies right after.
 pub fn write_record(fd: BorrowedFd<'_>, record: &StatusRecord) -> io::Result<()> {
-    let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
-    line.push(b'\n');
+    let line = encode(record)?;
     let mut written = 0;
     while written < line.len() {
         // SAFETY: `fd` is a live borrowed descriptor and the buffer is valid for its length.
@@ -172,9 +171,14 @@ pub fn read_records<R: io::Read>(reader: R) -> io::Result<Vec<StatusRecord>> {
 
 /// Writes a record to any writer; used by tests and by the parent's own diagnostics.
 pub fn write_record_to<W: Write>(mut w: W, record: &StatusRecord) -> io::Result<()> {
+    w.write_all(&encode(record)?)
+}
+
+/// One record as one line of JSON.
+fn encode(record: &StatusRecord) -> io::Result<Vec<u8>> {
     let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
     line.push(b'\n');
-    w.write_all(&line)
+    Ok(line)
 }
 
 #[cfg(test)]
