@@ -74,7 +74,10 @@ fn vm_hwm_kib() -> u64 {
 async fn success_is_confined_and_captures_both_streams() {
     let dir = workdir();
     let result = sandbox()
-        .exec(sh(&dir, "echo out:$CORDON_SANDBOX:$CORDON_SANDBOX_NETWORK_DISABLED; echo err >&2"))
+        .exec(sh(
+            &dir,
+            "echo out:$CORDON_SANDBOX:$CORDON_SANDBOX_NETWORK_DISABLED; echo err >&2",
+        ))
         .await;
     assert_eq!(result.outcome, Outcome::Success, "{result:?}");
     assert_eq!(result.cordon_exit_code(), 0);
@@ -103,7 +106,10 @@ async fn failed_keeps_the_commands_code_even_125() {
     // A write the policy forbids is just a failure here; classification is a later stage.
     let result = sandbox().exec(sh(&dir, "touch /etc/cordon-denied")).await;
     assert_eq!(result.outcome, Outcome::Failed { code: 1 });
-    assert!(result.stderr.text().contains("Permission denied"), "{result:?}");
+    assert!(
+        result.stderr.text().contains("Permission denied"),
+        "{result:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,8 +181,11 @@ async fn huge_output_is_capped_head_and_tail_intact_memory_bounded() {
     let before = vm_hwm_kib();
     let result = sandbox()
         .exec(
-            sh(&dir, &format!("echo START; head -c {BODY} /dev/zero; echo END"))
-                .timeout(Duration::from_secs(120)),
+            sh(
+                &dir,
+                &format!("echo START; head -c {BODY} /dev/zero; echo END"),
+            )
+            .timeout(Duration::from_secs(120)),
         )
         .await;
     let growth_mib = (vm_hwm_kib().saturating_sub(before)) / 1024;
@@ -191,7 +200,10 @@ async fn huge_output_is_capped_head_and_tail_intact_memory_bounded() {
     let mut head = b"START\n".to_vec();
     head.resize(limit / 2, 0);
     assert_eq!(&bytes[..limit / 2], &head[..], "head");
-    assert_eq!(&bytes[limit / 2..limit / 2 + marker.len()], marker.as_bytes());
+    assert_eq!(
+        &bytes[limit / 2..limit / 2 + marker.len()],
+        marker.as_bytes()
+    );
     let mut tail = vec![0u8; limit / 2 - 4];
     tail.extend_from_slice(b"END\n");
     assert_eq!(&bytes[limit / 2 + marker.len()..], &tail[..], "tail");
@@ -220,7 +232,10 @@ async fn secrets_and_loader_variables_are_dropped_and_named() {
         "LD_CORDON_TEST_LOADER",
         "CORDON_SANDBOX_TEST_FAKE",
     ] {
-        assert!(result.dropped_env.iter().any(|d| d == name), "{name} not reported");
+        assert!(
+            result.dropped_env.iter().any(|d| d == name),
+            "{name} not reported"
+        );
         assert!(!out.contains(&format!("{name}=")), "{name} leaked");
     }
     let json = serde_json::to_string(&result).unwrap();
@@ -271,18 +286,23 @@ async fn setup_error_comes_from_the_status_record() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_error_for_a_missing_program() {
     let dir = workdir();
-    let request =
-        ExecRequest::sandboxed(["cordon-no-such-program"], &dir.path, policy(&dir.path));
+    let request = ExecRequest::sandboxed(["cordon-no-such-program"], &dir.path, policy(&dir.path));
     let result = sandbox().exec(request).await;
     assert!(
         matches!(result.outcome, Outcome::ExecError { errno, .. } if errno == libc::ENOENT),
         "{result:?}"
     );
     assert_eq!(result.cordon_exit_code(), 127);
-    assert!(result.receipt.is_some(), "confinement happened before execve");
+    assert!(
+        result.receipt.is_some(),
+        "confinement happened before execve"
+    );
 
     let result = sandbox()
-        .exec(ExecRequest::unsandboxed(["cordon-no-such-program"], &dir.path))
+        .exec(ExecRequest::unsandboxed(
+            ["cordon-no-such-program"],
+            &dir.path,
+        ))
         .await;
     assert!(matches!(result.outcome, Outcome::ExecError { errno, .. } if errno == libc::ENOENT));
     assert_eq!(result.cordon_exit_code(), 127);
@@ -312,8 +332,14 @@ async fn invalid_requests_are_rejected_before_spawning() {
             ExecRequest::sandboxed(["true"], dir.path.join("missing"), policy(&dir.path)),
             "missing",
         ),
-        (ExecRequest::sandboxed(["true"], &file, policy(&dir.path)), "not a directory"),
-        (ExecRequest::sandboxed(["true"], &dir.path, bad_policy), "relative/path"),
+        (
+            ExecRequest::sandboxed(["true"], &file, policy(&dir.path)),
+            "not a directory",
+        ),
+        (
+            ExecRequest::sandboxed(["true"], &dir.path, bad_policy),
+            "relative/path",
+        ),
         (
             sh(&dir, "true").env(EnvPolicy::default().with_var("LD_PRELOAD", "/x.so")),
             "LD_PRELOAD",
@@ -342,12 +368,13 @@ async fn stdin_bytes_are_delivered_and_default_is_dev_null() {
     assert_eq!(result.stdout.text(), "hello\n");
     // Larger than a pipe buffer, so the writer really has to stream.
     let big = vec![b'x'; 1 << 20];
-    let result = sandbox()
-        .exec(sh(&dir, "wc -c").stdin_bytes(big))
-        .await;
+    let result = sandbox().exec(sh(&dir, "wc -c").stdin_bytes(big)).await;
     assert_eq!(result.stdout.text().trim(), "1048576");
     let result = sandbox()
-        .exec(ExecRequest::sandboxed(["cat"], &dir.path, policy(&dir.path)).timeout(Duration::from_secs(10)))
+        .exec(
+            ExecRequest::sandboxed(["cat"], &dir.path, policy(&dir.path))
+                .timeout(Duration::from_secs(10)),
+        )
         .await;
     assert_eq!(result.outcome, Outcome::Success);
     assert_eq!(result.stdout.total, 0);
@@ -361,32 +388,50 @@ async fn streaming_events_arrive_in_order() {
     while let Some(event) = rx.recv().await {
         events.push(event);
     }
-    assert!(matches!(events.first(), Some(ExecEvent::Started { .. })), "{events:?}");
+    assert!(
+        matches!(events.first(), Some(ExecEvent::Started { .. })),
+        "{events:?}"
+    );
     let Some(ExecEvent::Finished(result)) = events.last() else {
         panic!("last event is not Finished: {events:?}");
     };
     assert_eq!(result.outcome, Outcome::Success);
-    let ExecEvent::Started { pid, argv } = &events[0] else { unreachable!() };
+    let ExecEvent::Started { pid, argv } = &events[0] else {
+        unreachable!()
+    };
     assert_eq!(Some(*pid), result.pid);
     assert_eq!(argv[0], "sh");
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
     for event in &events[1..events.len() - 1] {
         match event {
-            ExecEvent::Output { stream: StreamKind::Stdout, bytes } => stdout.extend_from_slice(bytes),
-            ExecEvent::Output { stream: StreamKind::Stderr, bytes } => stderr.extend_from_slice(bytes),
+            ExecEvent::Output {
+                stream: StreamKind::Stdout,
+                bytes,
+            } => stdout.extend_from_slice(bytes),
+            ExecEvent::Output {
+                stream: StreamKind::Stderr,
+                bytes,
+            } => stderr.extend_from_slice(bytes),
             other => panic!("unexpected event in the middle: {other:?}"),
         }
     }
     assert_eq!(stdout, b"a\nc\n");
     assert_eq!(stderr, b"b\n");
     // The sleep separates "a" from "b", so the interleaved capture has them in that order.
-    assert!(result.output.text().starts_with("a\n"), "{:?}", result.output.text());
+    assert!(
+        result.output.text().starts_with("a\n"),
+        "{:?}",
+        result.output.text()
+    );
 
     // A rejected request streams only Finished.
-    let mut rx = sandbox().exec_streaming(ExecRequest::unsandboxed(Vec::<String>::new(), &dir.path));
+    let mut rx =
+        sandbox().exec_streaming(ExecRequest::unsandboxed(Vec::<String>::new(), &dir.path));
     let first = rx.recv().await.unwrap();
-    assert!(matches!(&first, ExecEvent::Finished(r) if matches!(r.outcome, Outcome::Rejected { .. })));
+    assert!(
+        matches!(&first, ExecEvent::Finished(r) if matches!(r.outcome, Outcome::Rejected { .. }))
+    );
     assert!(rx.recv().await.is_none());
 }
 

@@ -187,7 +187,11 @@ mod tests {
                     buf.push(piece);
                 }
                 let out = buf.finish();
-                assert_eq!(out.bytes, naive(limit, &data), "limit {limit} chunk {chunk}");
+                assert_eq!(
+                    out.bytes,
+                    naive(limit, &data),
+                    "limit {limit} chunk {chunk}"
+                );
                 assert_eq!(out.total, 200);
                 assert_eq!(out.dropped, 200u64.saturating_sub(limit as u64));
             }

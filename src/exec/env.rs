@@ -259,10 +259,7 @@ mod tests {
                 ("CORDON_SANDBOX", "1"),
             ]))
             .unwrap();
-        assert_eq!(
-            env.vars,
-            vars(&[("HF_TOKEN", "h"), ("NPM_TOKEN", "mine")])
-        );
+        assert_eq!(env.vars, vars(&[("HF_TOKEN", "h"), ("NPM_TOKEN", "mine")]));
         assert_eq!(env.dropped, ["AWS_SECRET_ACCESS_KEY", "CORDON_SANDBOX"]);
     }
 
@@ -278,7 +275,10 @@ mod tests {
             .prepare(vec![])
             .unwrap_err();
         assert_eq!(err, EnvError::Marker("CORDON_SANDBOX".into()));
-        let err = EnvPolicy::default().with_var("A=B", "x").prepare(vec![]).unwrap_err();
+        let err = EnvPolicy::default()
+            .with_var("A=B", "x")
+            .prepare(vec![])
+            .unwrap_err();
         assert!(matches!(err, EnvError::InvalidName(_)));
     }
 

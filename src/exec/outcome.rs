@@ -259,7 +259,11 @@ impl ExecResult<Unclassified> {
             self.outcome,
             Outcome::Failed { .. } | Outcome::Signaled { .. } | Outcome::ExecError { .. }
         );
-        let denials = if can_be_denial { find(&self) } else { Vec::new() };
+        let denials = if can_be_denial {
+            find(&self)
+        } else {
+            Vec::new()
+        };
         let outcome = if denials.is_empty() {
             self.outcome.widen()
         } else {
@@ -361,7 +365,10 @@ mod tests {
         assert_eq!(json, r#""spawn_helper""#);
         assert_eq!(serde_json::from_str::<SetupStep>(&json).unwrap(), step);
         let o: Outcome = Outcome::TimedOut;
-        assert_eq!(serde_json::to_string(&o).unwrap(), r#"{"kind":"timed_out"}"#);
+        assert_eq!(
+            serde_json::to_string(&o).unwrap(),
+            r#"{"kind":"timed_out"}"#
+        );
         assert_eq!(o.kind(), "timed_out");
     }
 }

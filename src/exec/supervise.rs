@@ -97,7 +97,8 @@ pub(super) async fn run(
 
     // A blocking read is fine: the status pipe reaches end of file at the helper's execve or
     // exit, and the helper does neither fork nor wait on anything we control.
-    let status_task = status_read.map(|file| tokio::task::spawn_blocking(move || read_records(file)));
+    let status_task =
+        status_read.map(|file| tokio::task::spawn_blocking(move || read_records(file)));
     let stdin_task = match (&request.stdin, child.stdin.take()) {
         (StdinSource::Bytes(bytes), Some(mut pipe)) => {
             let bytes = bytes.clone();
@@ -206,7 +207,11 @@ fn validate(config: &Config, request: &ExecRequest) -> Result<PreparedEnv, Strin
     if request.argv.is_empty() {
         return Err("the command is empty (argv has no program)".into());
     }
-    if request.argv.iter().any(|a| a.as_encoded_bytes().contains(&0)) {
+    if request
+        .argv
+        .iter()
+        .any(|a| a.as_encoded_bytes().contains(&0))
+    {
         return Err("an argument contains a NUL byte".into());
     }
     match std::fs::metadata(&request.cwd) {
@@ -431,7 +436,9 @@ struct ProcessGroup {
 impl ProcessGroup {
     fn new(pid: Option<u32>) -> ProcessGroup {
         ProcessGroup {
-            pgid: pid.and_then(|p| libc::pid_t::try_from(p).ok()).filter(|&p| p > 1),
+            pgid: pid
+                .and_then(|p| libc::pid_t::try_from(p).ok())
+                .filter(|&p| p > 1),
         }
     }
 
@@ -527,7 +534,10 @@ async fn drain(
 }
 
 /// Reads from the pipe if it is still open; otherwise never completes, so `select!` ignores it.
-async fn read_some<R: AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> io::Result<usize> {
+async fn read_some<R: AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> io::Result<usize> {
     match pipe {
         Some(pipe) => pipe.read(buf).await,
         None => std::future::pending().await,
