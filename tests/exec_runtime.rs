@@ -459,3 +459,19 @@ async fn classification_seam_turns_failures_into_denials() {
     assert_eq!(classified.outcome, Outcome::Success);
     let _ = ParentStep::SpawnHelper;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_future_kills_the_tree() {
+    let dir = workdir();
+    let pidfile = dir.path.join("pids");
+    let script = format!("sleep 100 & echo $$ $! > {}; sleep 100", pidfile.display());
+    let sandbox = sandbox();
+    let run = sandbox.exec(sh(&dir, &script));
+    assert!(tokio::time::timeout(Duration::from_millis(500), run)
+        .await
+        .is_err());
+    let pids = std::fs::read_to_string(&pidfile).unwrap();
+    for pid in pids.split_whitespace() {
+        assert_gone_soon(pid.parse().unwrap()).await;
+    }
+}

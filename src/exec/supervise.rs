@@ -99,14 +99,14 @@ pub(super) async fn run(
     // exit, and the helper does neither fork nor wait on anything we control.
     let status_task =
         status_read.map(|file| tokio::task::spawn_blocking(move || read_records(file)));
-    let stdin_task = match (&request.stdin, child.stdin.take()) {
+    let _stdin_task = match (&request.stdin, child.stdin.take()) {
         (StdinSource::Bytes(bytes), Some(mut pipe)) => {
             let bytes = bytes.clone();
-            Some(tokio::spawn(async move {
+            Some(AbortOnDrop(tokio::spawn(async move {
                 // A command that exits without reading everything closes the pipe: not an error.
                 let _ = pipe.write_all(&bytes).await;
                 let _ = pipe.shutdown().await;
-            }))
+            })))
         }
         _ => None,
     };
@@ -119,6 +119,9 @@ pub(super) async fn run(
             .await;
     }
     let stop_drain = CancellationToken::new();
+    // If this future is dropped mid-run, the drain must not go on reading pipes that an
+    // escaped descendant may hold open forever.
+    let _stop_drain_on_drop = stop_drain.clone().drop_guard();
     let limit = request.output_limit.unwrap_or(config.output_limit);
     let mut drain_task = tokio::spawn(drain(
         child.stdout.take(),
@@ -167,9 +170,6 @@ pub(super) async fn run(
         Some(drained) => drained,
         None => drain_task.await.unwrap_or_default(),
     };
-    if let Some(task) = stdin_task {
-        task.abort();
-    }
     let records = match status_task {
         Some(task) => match tokio::time::timeout(config.grace, task).await {
             Ok(Ok(records)) => Some(records),
@@ -456,6 +456,16 @@ impl ProcessGroup {
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Aborts a helper task (the stdin writer) when the run ends or is dropped; a command that
+/// never reads its input would otherwise keep the writer waiting forever.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
