@@ -475,3 +475,53 @@ async fn dropping_the_future_kills_the_tree() {
         assert_gone_soon(pid.parse().unwrap()).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_event_receiver_never_stalls_the_command() {
+    let dir = workdir();
+    let bytes: u64 = 48 << 20;
+    let request = sh(&dir, &format!("head -c {bytes} /dev/zero")).timeout(Duration::from_secs(60));
+    let mut rx = sandbox().exec_streaming(request);
+    // Read nothing while the command runs: the channel fills and the drain must go on.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut streamed = 0u64;
+    let mut finished = None;
+    while let Some(event) = rx.recv().await {
+        match event {
+            ExecEvent::Output { bytes, .. } => streamed += bytes.len() as u64,
+            ExecEvent::Finished(result) => finished = Some(result),
+            ExecEvent::Started { .. } => {}
+        }
+    }
+    let result = finished.expect("Finished event");
+    assert_eq!(result.outcome, Outcome::Success);
+    assert!(
+        result.duration < Duration::from_secs(3),
+        "{:?}",
+        result.duration
+    );
+    assert!(result.events_dropped_bytes > 0);
+    assert_eq!(streamed + result.events_dropped_bytes, bytes);
+    assert_eq!(result.stdout.total, bytes);
+}
+
+/// A descendant that leaves the process group escapes the kill (documented limit until the
+/// PID-namespace layer exists), but it cannot hang the call by holding stdout open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escaped_descendant_holding_stdout_cannot_hang_the_call() {
+    let dir = workdir();
+    let started = Instant::now();
+    let result = sandbox()
+        .exec(sh(&dir, "setsid sleep 100 & echo $!").timeout(Duration::from_secs(60)))
+        .await;
+    assert_eq!(result.outcome, Outcome::Success, "{result:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let escaped: i32 = result.stdout.text().trim().parse().unwrap();
+    // Clean up what the runtime, by design, could not reach.
+    // SAFETY: sending a signal to a pid this test's command printed.
+    unsafe { libc::kill(escaped, libc::SIGKILL) };
+}

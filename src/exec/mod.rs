@@ -28,7 +28,8 @@
 //! the run ends, for whatever reason, that group is sent `SIGKILL`: nothing the command put in
 //! the background outlives [`Sandbox::exec`]. Output readers get a short grace period after
 //! the child exits (or is killed) and are then abandoned, so a descendant holding the pipes
-//! open cannot hang the call; a timed-out call returns within about `timeout + 2 × grace`.
+//! open cannot hang the call; a timed-out call returns within `timeout + 3 × grace` (kill and
+//! reap, readers, status pipe), in practice `timeout + grace`.
 //!
 //! Limits of this:
 //! - a descendant that calls `setsid`/`setpgid` itself leaves the group and escapes the kill
