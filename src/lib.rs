@@ -1,9 +1,11 @@
 //! cordon: run shell commands inside a Landlock + seccomp sandbox, and say precisely why they
 //! failed when the sandbox was the cause.
 //!
-//! The parent side lives here: profiles ([`profile`]), launching the helper ([`helper`]).
+//! The parent side lives here: profiles ([`profile`]), launching the helper ([`helper`]),
+//! supervising a run ([`exec`]).
 //! The confining side is the `cordon-sandbox` crate, re-exported as [`sandbox`].
 
+pub mod exec;
 pub mod helper;
 pub mod profile;
 

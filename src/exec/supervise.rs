@@ -1,0 +1,555 @@
+//! One run, from validation to the final kill. See the parent module for the guarantees.
+
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use cordon_sandbox::confine::describe_errno;
+use cordon_sandbox::status::{read_records, StatusRecord};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{ChildStderr, ChildStdout};
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::capture::{CappedBuffer, Captured};
+use super::env::PreparedEnv;
+use super::outcome::{ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind};
+use super::{Config, ExecEvent, ExecRequest, StdinSource};
+
+/// Size of one read from a pipe; the pipe buffer is 64 KiB by default.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// How supervision ended, before the status records are consulted.
+enum Ended {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+    WaitFailed(io::Error),
+}
+
+pub(super) async fn run(
+    config: &Config,
+    request: ExecRequest,
+    events: Option<mpsc::Sender<ExecEvent>>,
+) -> ExecResult {
+    let started = Instant::now();
+    let mut result = ExecResult {
+        outcome: Outcome::Success,
+        sandbox: if request.policy.is_some() {
+            SandboxMode::Helper
+        } else {
+            SandboxMode::None
+        },
+        argv: request.argv.clone(),
+        cwd: request.cwd.clone(),
+        policy: request.policy.clone(),
+        pid: None,
+        exit_code: None,
+        signal: None,
+        records: Vec::new(),
+        receipt: None,
+        stdout: Captured::default(),
+        stderr: Captured::default(),
+        output: Captured::default(),
+        duration: Duration::ZERO,
+        dropped_env: Vec::new(),
+        events_dropped_bytes: 0,
+    };
+    let env = match validate(config, &request) {
+        Ok(env) => env,
+        Err(reason) => {
+            result.outcome = Outcome::Rejected { reason };
+            return result;
+        }
+    };
+    result.dropped_env = env.dropped.clone();
+    if request.cancel.is_cancelled() {
+        result.outcome = Outcome::Cancelled;
+        return result;
+    }
+
+    let (command, status_pipe) = match build_command(config, &request, &env) {
+        Ok(built) => built,
+        Err(e) => {
+            result.outcome = spawn_failure(&e, &result);
+            return result;
+        }
+    };
+    let mut command = tokio::process::Command::from(command);
+    let spawned = command.spawn();
+    // Whatever happened, the parent's copy of the write end must go now, or end of file never
+    // arrives on the status pipe.
+    let status_read = status_pipe.map(|p| p.into_read_end());
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            result.outcome = spawn_failure(&e, &result);
+            result.duration = started.elapsed();
+            return result;
+        }
+    };
+    let pid = child.id();
+    result.pid = pid;
+    let group = ProcessGroup::new(pid);
+
+    // A blocking read is fine: the status pipe reaches end of file at the helper's execve or
+    // exit, and the helper does neither fork nor wait on anything we control.
+    let status_task =
+        status_read.map(|file| tokio::task::spawn_blocking(move || read_records(file)));
+    let _stdin_task = match (&request.stdin, child.stdin.take()) {
+        (StdinSource::Bytes(bytes), Some(mut pipe)) => {
+            let bytes = bytes.clone();
+            Some(AbortOnDrop(tokio::spawn(async move {
+                // A command that exits without reading everything closes the pipe: not an error.
+                let _ = pipe.write_all(&bytes).await;
+                let _ = pipe.shutdown().await;
+            })))
+        }
+        _ => None,
+    };
+    if let (Some(tx), Some(pid)) = (&events, pid) {
+        let _ = tx
+            .send(ExecEvent::Started {
+                pid,
+                argv: request.argv.clone(),
+            })
+            .await;
+    }
+    let stop_drain = CancellationToken::new();
+    // If this future is dropped mid-run, the drain must not go on reading pipes that an
+    // escaped descendant may hold open forever.
+    let _stop_drain_on_drop = stop_drain.clone().drop_guard();
+    let limit = request.output_limit.unwrap_or(config.output_limit);
+    let mut drain_task = tokio::spawn(drain(
+        child.stdout.take(),
+        child.stderr.take(),
+        limit,
+        events,
+        stop_drain.clone(),
+    ));
+
+    let mut drained = None;
+    let timeout = request.timeout.unwrap_or(config.timeout);
+    // Exit first: a child that has already exited is reported as it ended, even if the
+    // timeout or the token fired at the same moment.
+    let ended = tokio::select! {
+        biased;
+        status = child.wait() => match status {
+            Ok(status) => Ended::Exited(status),
+            Err(e) => Ended::WaitFailed(e),
+        },
+        _ = request.cancel.cancelled() => Ended::Cancelled,
+        _ = tokio::time::sleep(timeout) => Ended::TimedOut,
+    };
+
+    let mut final_status = match &ended {
+        Ended::Exited(status) => {
+            // Let readers collect what the command wrote last; a background descendant that
+            // keeps the pipe open only costs the grace period.
+            join_within(&mut drain_task, &mut drained, config.grace).await;
+            Some(*status)
+        }
+        _ => None,
+    };
+    group.kill();
+    if final_status.is_none() {
+        // Killed: reap it, but never wait beyond the grace period (a process stuck in the
+        // kernel can ignore SIGKILL for a while; tokio reaps it later).
+        if let Ok(Ok(status)) = tokio::time::timeout(config.grace, child.wait()).await {
+            final_status = Some(status);
+        }
+    }
+    // After the kill the pipes close as soon as the group is gone; give the readers that long,
+    // then abandon whatever still holds them (a descendant that left the group).
+    join_within(&mut drain_task, &mut drained, config.grace).await;
+    stop_drain.cancel();
+    let drained = match drained {
+        Some(drained) => drained,
+        None => drain_task.await.unwrap_or_default(),
+    };
+    let records = match status_task {
+        Some(task) => match tokio::time::timeout(config.grace, task).await {
+            Ok(Ok(records)) => Some(records),
+            Ok(Err(join)) => Some(Err(io::Error::other(join.to_string()))),
+            Err(_) => None,
+        },
+        None => None,
+    };
+
+    result.stdout = drained.stdout.finish();
+    result.stderr = drained.stderr.finish();
+    result.output = drained.output.finish();
+    result.events_dropped_bytes = drained.events_dropped_bytes;
+    if let Some(status) = final_status {
+        result.exit_code = status.code();
+        result.signal = status.signal();
+    }
+    result.outcome = decide(&ended, records, &mut result);
+    result.duration = started.elapsed();
+    result
+}
+
+/// Waits up to `limit` for the drain, storing its result; a `JoinHandle` must not be polled
+/// again once it has produced its output.
+async fn join_within(task: &mut JoinHandle<Drained>, slot: &mut Option<Drained>, limit: Duration) {
+    if slot.is_none() {
+        if let Ok(joined) = tokio::time::timeout(limit, &mut *task).await {
+            *slot = Some(joined.unwrap_or_default());
+        }
+    }
+}
+
+/// Checks everything that can be checked before spawning; the error is the rejection reason.
+fn validate(config: &Config, request: &ExecRequest) -> Result<PreparedEnv, String> {
+    if request.argv.is_empty() {
+        return Err("the command is empty (argv has no program)".into());
+    }
+    if request
+        .argv
+        .iter()
+        .any(|a| a.as_encoded_bytes().contains(&0))
+    {
+        return Err("an argument contains a NUL byte".into());
+    }
+    match std::fs::metadata(&request.cwd) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(format!(
+                "working directory {:?} is not a directory",
+                request.cwd
+            ))
+        }
+        Err(e) => {
+            return Err(format!(
+                "working directory {:?} is not usable: {e}",
+                request.cwd
+            ))
+        }
+    }
+    if let Some(policy) = &request.policy {
+        policy
+            .validate()
+            .map_err(|e| format!("invalid sandbox policy: {e}"))?;
+        if config.helper.is_none() {
+            return Err(
+                "this runtime has no sandbox helper, so it cannot run a sandboxed request".into(),
+            );
+        }
+    }
+    request
+        .env
+        .prepare_from_process()
+        .map_err(|e| e.to_string())
+}
+
+/// The command to spawn and, when confined, the helper's status pipe.
+fn build_command(
+    config: &Config,
+    request: &ExecRequest,
+    env: &PreparedEnv,
+) -> io::Result<(std::process::Command, Option<crate::helper::StatusPipe>)> {
+    let (mut command, status) = match (&request.policy, &config.helper) {
+        (Some(policy), Some(helper)) => {
+            let launch = helper
+                .command(policy, &request.cwd, &request.argv)
+                .map_err(|e| match e {
+                    crate::helper::HelperError::Pipe(io) => io,
+                    other => io::Error::other(other.to_string()),
+                })?;
+            (launch.command, Some(launch.status))
+        }
+        _ => {
+            let mut command = std::process::Command::new(&request.argv[0]);
+            command.args(&request.argv[1..]).current_dir(&request.cwd);
+            // The helper arranges its own death with the parent; unconfined, we do it here.
+            let parent = std::process::id() as libc::pid_t;
+            // SAFETY: prctl and getppid are async-signal-safe and touch no memory of ours.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    // The parent may have died before the prctl took effect.
+                    if libc::getppid() != parent {
+                        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                    }
+                    Ok(())
+                });
+            }
+            (command, None)
+        }
+    };
+    command
+        .env_clear()
+        .envs(env.vars.iter().map(|(k, v)| (k, v)))
+        .stdin(match request.stdin {
+            StdinSource::Null => Stdio::null(),
+            StdinSource::Bytes(_) => Stdio::piped(),
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: setsid is async-signal-safe. It makes the child the leader of a new session and
+    // process group, so one killpg reaches the whole tree and the terminal's signals do not.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok((command, status))
+}
+
+/// The outcome when nothing could be spawned.
+fn spawn_failure(e: &io::Error, result: &ExecResult) -> Outcome {
+    let errno = e.raw_os_error();
+    let is_exec_errno = matches!(
+        errno,
+        Some(
+            libc::ENOENT
+                | libc::ENOTDIR
+                | libc::EACCES
+                | libc::EPERM
+                | libc::ENOEXEC
+                | libc::ELOOP
+                | libc::ETXTBSY
+                | libc::EISDIR
+                | libc::ENAMETOOLONG
+        )
+    );
+    match (result.sandbox, errno) {
+        // Unconfined, the program itself failed to execute.
+        (SandboxMode::None, Some(errno)) if is_exec_errno => Outcome::ExecError {
+            errno,
+            message: describe_errno(errno),
+        },
+        (SandboxMode::None, _) => Outcome::SetupError {
+            step: SetupStep::Parent(ParentStep::SpawnHelper),
+            errno,
+            message: format!("cannot start {:?}: {e}", result.argv[0]),
+        },
+        (SandboxMode::Helper, _) => Outcome::SetupError {
+            step: SetupStep::Parent(ParentStep::SpawnHelper),
+            errno,
+            message: format!("cannot start the sandbox helper: {e}"),
+        },
+    }
+}
+
+/// The outcome from how supervision ended and what the helper reported. Fills the records and
+/// receipt into `result`.
+fn decide(
+    ended: &Ended,
+    records: Option<io::Result<Vec<StatusRecord>>>,
+    result: &mut ExecResult,
+) -> Outcome {
+    let records = match records {
+        Some(Ok(records)) => Some(records),
+        Some(Err(e)) => {
+            if matches!(ended, Ended::Exited(_)) {
+                return Outcome::SetupError {
+                    step: SetupStep::Parent(ParentStep::StatusPipe),
+                    errno: e.raw_os_error(),
+                    message: format!("cannot read the helper's status: {e}"),
+                };
+            }
+            None
+        }
+        None => None,
+    };
+    if let Some(records) = records {
+        result.receipt = records.iter().find_map(|r| match r {
+            StatusRecord::Confined(receipt) => Some(receipt.clone()),
+            _ => None,
+        });
+        result.records = records;
+    }
+    let status = match ended {
+        Ended::Cancelled => return Outcome::Cancelled,
+        Ended::TimedOut => return Outcome::TimedOut,
+        Ended::WaitFailed(e) => {
+            return Outcome::SetupError {
+                step: SetupStep::Parent(ParentStep::Wait),
+                errno: e.raw_os_error(),
+                message: format!("cannot wait for the command: {e}"),
+            }
+        }
+        Ended::Exited(status) => status,
+    };
+    if result.sandbox == SandboxMode::Helper {
+        for record in &result.records {
+            match record {
+                StatusRecord::SetupError {
+                    step,
+                    errno,
+                    message,
+                } => {
+                    return Outcome::SetupError {
+                        step: SetupStep::Helper(*step),
+                        errno: *errno,
+                        message: message.clone(),
+                    }
+                }
+                StatusRecord::ExecError { errno, message, .. } => {
+                    return Outcome::ExecError {
+                        errno: *errno,
+                        message: message.clone(),
+                    }
+                }
+                StatusRecord::Confined(_) => {}
+            }
+        }
+        if result.receipt.is_none() {
+            let stderr = String::from_utf8_lossy(&result.stderr.bytes);
+            return Outcome::SetupError {
+                step: SetupStep::Parent(ParentStep::HelperSilent),
+                errno: None,
+                message: format!(
+                    "the sandbox helper ended ({status}) without reporting confinement; its stderr: {}",
+                    stderr.trim()
+                ),
+            };
+        }
+    }
+    match (status.code(), status.signal()) {
+        (Some(0), _) => Outcome::Success,
+        (Some(code), _) => Outcome::Failed { code },
+        (None, Some(signal)) => Outcome::Signaled { signal },
+        (None, None) => Outcome::SetupError {
+            step: SetupStep::Parent(ParentStep::Wait),
+            errno: None,
+            message: format!("unrecognised wait status {status}"),
+        },
+    }
+}
+
+/// The child's process group. Killed explicitly at the end of a run, and on drop so that an
+/// abandoned `exec` future does not leave the tree running.
+struct ProcessGroup {
+    pgid: Option<libc::pid_t>,
+}
+
+impl ProcessGroup {
+    fn new(pid: Option<u32>) -> ProcessGroup {
+        ProcessGroup {
+            pgid: pid
+                .and_then(|p| libc::pid_t::try_from(p).ok())
+                .filter(|&p| p > 1),
+        }
+    }
+
+    fn kill(&self) {
+        if let Some(pgid) = self.pgid {
+            // SAFETY: killpg only sends a signal. The child called setsid, so `pgid` names its
+            // own group and no other; ESRCH (already gone) is the expected common case.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Aborts a helper task (the stdin writer) when the run ends or is dropped; a command that
+/// never reads its input would otherwise keep the writer waiting forever.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What the drain collected.
+#[derive(Debug)]
+struct Drained {
+    stdout: CappedBuffer,
+    stderr: CappedBuffer,
+    output: CappedBuffer,
+    events_dropped_bytes: u64,
+}
+
+impl Default for Drained {
+    fn default() -> Drained {
+        Drained::new(0)
+    }
+}
+
+impl Drained {
+    fn new(limit: usize) -> Drained {
+        Drained {
+            stdout: CappedBuffer::new(limit),
+            stderr: CappedBuffer::new(limit),
+            output: CappedBuffer::new(limit),
+            events_dropped_bytes: 0,
+        }
+    }
+}
+
+/// Reads both pipes until end of file or `stop`, always reading so the command never blocks
+/// on a full pipe. One task reads both, so `output` has the order reads completed in.
+async fn drain(
+    mut stdout: Option<ChildStdout>,
+    mut stderr: Option<ChildStderr>,
+    limit: usize,
+    mut events: Option<mpsc::Sender<ExecEvent>>,
+    stop: CancellationToken,
+) -> Drained {
+    let mut drained = Drained::new(limit);
+    let mut out_buf = vec![0u8; READ_CHUNK];
+    let mut err_buf = vec![0u8; READ_CHUNK];
+    while stdout.is_some() || stderr.is_some() {
+        let (stream, n) = tokio::select! {
+            _ = stop.cancelled() => break,
+            r = read_some(&mut stdout, &mut out_buf) => match r {
+                Ok(n) if n > 0 => (StreamKind::Stdout, n),
+                _ => { stdout = None; continue; }
+            },
+            r = read_some(&mut stderr, &mut err_buf) => match r {
+                Ok(n) if n > 0 => (StreamKind::Stderr, n),
+                _ => { stderr = None; continue; }
+            },
+        };
+        let bytes = match stream {
+            StreamKind::Stdout => &out_buf[..n],
+            StreamKind::Stderr => &err_buf[..n],
+        };
+        match stream {
+            StreamKind::Stdout => drained.stdout.push(bytes),
+            StreamKind::Stderr => drained.stderr.push(bytes),
+        }
+        drained.output.push(bytes);
+        if let Some(tx) = &events {
+            let event = ExecEvent::Output {
+                stream,
+                bytes: bytes.to_vec(),
+            };
+            match tx.try_send(event) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => drained.events_dropped_bytes += n as u64,
+                Err(TrySendError::Closed(_)) => events = None,
+            }
+        }
+    }
+    drained
+}
+
+/// Reads from the pipe if it is still open; otherwise never completes, so `select!` ignores it.
+async fn read_some<R: AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    match pipe {
+        Some(pipe) => pipe.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
