@@ -173,6 +173,8 @@ pub enum StdinSource {
     Null,
     /// These bytes, then end of file.
     Bytes(Vec<u8>),
+    /// The caller's own stdin (the CLI passes its terminal or pipe through).
+    Inherit,
 }
 
 /// One command to run.
@@ -194,6 +196,10 @@ pub struct ExecRequest {
     pub stdin: StdinSource,
     /// Cancels the run: the process group is killed and the outcome is `cancelled`.
     pub cancel: CancellationToken,
+    /// Streaming only: wait for the receiver instead of dropping output events when it falls
+    /// behind. The command then blocks on a full pipe, as it would writing to a slow terminal;
+    /// the CLI uses this to pass output through without losing any.
+    pub lossless_events: bool,
 }
 
 impl ExecRequest {
@@ -230,6 +236,7 @@ impl ExecRequest {
             output_limit: None,
             stdin: StdinSource::Null,
             cancel: CancellationToken::new(),
+            lossless_events: false,
         }
     }
 
@@ -257,7 +264,13 @@ impl ExecRequest {
         self
     }
 
-    /// Uses this cancellation token.
+    /// Streaming: wait for a slow receiver instead of dropping output events.
+    pub fn lossless_events(mut self, lossless: bool) -> ExecRequest {
+        self.lossless_events = lossless;
+        self
+    }
+
+    /// Uses `token` to cancel the run.
     pub fn cancel_token(mut self, token: CancellationToken) -> ExecRequest {
         self.cancel = token;
         self

@@ -128,6 +128,7 @@ pub(super) async fn run(
         child.stderr.take(),
         limit,
         events,
+        request.lossless_events,
         stop_drain.clone(),
     ));
 
@@ -288,6 +289,7 @@ fn build_command(
         .stdin(match request.stdin {
             StdinSource::Null => Stdio::null(),
             StdinSource::Bytes(_) => Stdio::piped(),
+            StdinSource::Inherit => Stdio::inherit(),
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -502,6 +504,7 @@ async fn drain(
     mut stderr: Option<ChildStderr>,
     limit: usize,
     mut events: Option<mpsc::Sender<ExecEvent>>,
+    lossless: bool,
     stop: CancellationToken,
 ) -> Drained {
     let mut drained = Drained::new(limit);
@@ -533,6 +536,13 @@ async fn drain(
                 stream,
                 bytes: bytes.to_vec(),
             };
+            if lossless {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    sent = tx.send(event) => if sent.is_err() { events = None },
+                }
+                continue;
+            }
             match tx.try_send(event) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => drained.events_dropped_bytes += n as u64,
