@@ -2,9 +2,10 @@
 //! failed when the sandbox was the cause.
 //!
 //! The parent side lives here: profiles ([`profile`]), launching the helper ([`helper`]),
-//! supervising a run ([`exec`]).
+//! supervising a run ([`exec`]), deciding whether the sandbox caused a failure ([`classify`]).
 //! The confining side is the `cordon-sandbox` crate, re-exported as [`sandbox`].
 
+pub mod classify;
 pub mod exec;
 pub mod helper;
 pub mod profile;

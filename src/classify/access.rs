@@ -1,0 +1,226 @@
+//! What the policy says about one path, after resolving it the way the kernel would.
+
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+use cordon_sandbox::landlock_rules::DEVICE_FILES;
+use cordon_sandbox::policy::SandboxPolicy;
+use cordon_sandbox::status::StatusRecord;
+
+/// The same bound as the kernel's `MAXSYMLINKS`: past it, open fails with ELOOP.
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// A refused access: the rule and the smallest change that allows it.
+pub(crate) struct Verdict {
+    pub rule: String,
+    pub allow_with: String,
+}
+
+pub(crate) struct Access<'a> {
+    policy: &'a SandboxPolicy,
+    cwd: &'a Path,
+    /// `restriction` names of the carve-outs the helper reported as not enforced.
+    downgraded: Vec<String>,
+}
+
+impl<'a> Access<'a> {
+    pub fn new(policy: &'a SandboxPolicy, cwd: &'a Path, records: &[StatusRecord]) -> Self {
+        let downgraded = records
+            .iter()
+            .filter_map(|r| match r {
+                StatusRecord::Confined(receipt) => Some(&receipt.downgrades),
+                _ => None,
+            })
+            .flatten()
+            .map(|d| d.restriction.clone())
+            .collect();
+        Access {
+            policy,
+            cwd,
+            downgraded,
+        }
+    }
+
+    /// `path` made absolute against the cwd, with every symlink resolved; when `follow_last`
+    /// is false the last component is kept as is (unlink and rename act on the link itself).
+    /// Components that do not exist are kept lexically, which is what `open(O_CREAT)` creates.
+    pub fn resolve(&self, path: &str, follow_last: bool) -> PathBuf {
+        resolve(self.cwd, Path::new(path), follow_last)
+    }
+
+    fn enforced(&self, kind: &str, carve_out: &Path) -> bool {
+        let name = format!("{kind}:{}", carve_out.display());
+        !self.downgraded.iter().any(|d| *d == name)
+    }
+
+    /// Why a write to the resolved `path` is refused, or None when the policy allows it.
+    pub fn write_verdict(&self, path: &Path) -> Option<Verdict> {
+        if DEVICE_FILES.iter().any(|d| path == Path::new(d)) {
+            return None;
+        }
+        let fs = &self.policy.filesystem;
+        if let Some(ro) = fs
+            .read_only
+            .iter()
+            .find(|ro| path.starts_with(ro) && self.enforced("read_only", ro))
+        {
+            return Some(Verdict {
+                rule: format!("under the read-only carve-out {}", ro.display()),
+                allow_with: format!("remove {} from filesystem.read_only", ro.display()),
+            });
+        }
+        if let Some(denied) = self.read_carve_out(path) {
+            return Some(denied);
+        }
+        if fs.write.iter().any(|w| path.starts_with(w)) {
+            return None;
+        }
+        let dir = if path.is_dir() {
+            path
+        } else {
+            path.parent().unwrap_or(path)
+        };
+        Some(Verdict {
+            rule: "not under any writable root".into(),
+            allow_with: format!("--writable {}", dir.display()),
+        })
+    }
+
+    /// Why reading (or executing) the resolved `path` is refused, or None when it is allowed.
+    pub fn read_verdict(&self, path: &Path) -> Option<Verdict> {
+        if DEVICE_FILES.iter().any(|d| path == Path::new(d)) {
+            return None;
+        }
+        if let Some(denied) = self.read_carve_out(path) {
+            return Some(denied);
+        }
+        let fs = &self.policy.filesystem;
+        // Writable roots carry every right, reading and executing included.
+        if fs.read.iter().chain(&fs.write).any(|r| path.starts_with(r)) {
+            return None;
+        }
+        Some(Verdict {
+            rule: "not under any readable root".into(),
+            allow_with: format!("--readable {}", path.display()),
+        })
+    }
+
+    fn read_carve_out(&self, path: &Path) -> Option<Verdict> {
+        let denied = self
+            .policy
+            .filesystem
+            .deny_read
+            .iter()
+            .find(|d| path.starts_with(d) && self.enforced("deny_read", d))?;
+        Some(Verdict {
+            rule: format!("under the deny-read carve-out {}", denied.display()),
+            allow_with: format!("remove {} from filesystem.deny_read", denied.display()),
+        })
+    }
+}
+
+/// Resolves like the kernel's path walk: `..` after a symlink applies to the link's target.
+fn resolve(cwd: &Path, path: &Path, follow_last: bool) -> PathBuf {
+    let joined = cwd.join(path);
+    let mut pending: Vec<OsString> = Vec::new();
+    let mut out = PathBuf::from("/");
+    // Components are consumed from the end of `pending`, so it is kept reversed.
+    push_components(&mut pending, &joined);
+    let mut hops = 0;
+    while let Some(part) = pending.pop() {
+        if part == "/" {
+            out = PathBuf::from("/");
+            continue;
+        }
+        if part == ".." {
+            out.pop();
+            continue;
+        }
+        let next = out.join(&part);
+        let is_last = pending.is_empty();
+        let link = if is_last && !follow_last {
+            None
+        } else {
+            std::fs::symlink_metadata(&next)
+                .ok()
+                .filter(|m| m.file_type().is_symlink())
+                .and_then(|_| std::fs::read_link(&next).ok())
+        };
+        match link {
+            Some(target) if hops < MAX_SYMLINK_HOPS => {
+                hops += 1;
+                push_components(&mut pending, &target);
+            }
+            _ => out = next,
+        }
+    }
+    out
+}
+
+fn push_components(pending: &mut Vec<OsString>, path: &Path) {
+    let parts: Vec<OsString> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::RootDir => Some(OsString::from("/")),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    pending.extend(parts.into_iter().rev());
+}
+
+/// Whether the file's mode bits alone would refuse a read by this process once capabilities
+/// are dropped (the helper drops them all, so root gets no override). None when the path
+/// cannot be examined.
+pub(crate) fn mode_refuses_read(path: &Path) -> Option<bool> {
+    let meta = std::fs::metadata(path).ok()?;
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let groups = nix::unistd::getgroups().unwrap_or_default();
+    let mode = meta.mode();
+    let bits = if meta.uid() == uid {
+        mode >> 6
+    } else if meta.gid() == gid || groups.iter().any(|g| g.as_raw() == meta.gid()) {
+        mode >> 3
+    } else {
+        mode
+    };
+    Some(bits & 0o4 == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_relative_dotdot_and_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let cwd = base.join("cwd");
+        let out = base.join("out");
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::create_dir_all(&out).unwrap();
+        std::os::unix::fs::symlink(&out, cwd.join("link")).unwrap();
+        std::os::unix::fs::symlink(out.join("dangling"), cwd.join("file")).unwrap();
+
+        assert_eq!(resolve(&cwd, Path::new("x"), true), cwd.join("x"));
+        assert_eq!(resolve(&cwd, Path::new("../out/x"), true), out.join("x"));
+        assert_eq!(resolve(&cwd, Path::new("link/new"), true), out.join("new"));
+        assert_eq!(resolve(&cwd, Path::new("link/../cwd"), true), cwd);
+        // A dangling link is followed to where O_CREAT would create the file...
+        assert_eq!(resolve(&cwd, Path::new("file"), true), out.join("dangling"));
+        // ...but unlink acts on the link itself.
+        assert_eq!(resolve(&cwd, Path::new("file"), false), cwd.join("file"));
+    }
+
+    #[test]
+    fn symlink_loops_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::os::unix::fs::symlink(&a, &a).unwrap();
+        let resolved = resolve(dir.path(), Path::new("a/x"), true);
+        assert!(resolved.ends_with("x"));
+    }
+}

@@ -1,0 +1,289 @@
+//! Filesystem denials: `EACCES` messages that name a path the policy forbids, and `execve`
+//! failures of programs outside the readable roots.
+//!
+//! Landlock refuses with `EACCES`, which tools print as "Permission denied". The message alone
+//! never decides: the path it names is resolved and checked against the policy, and what the
+//! tool was doing (writing, reading, executing) is taken from the tool's own wording.
+
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use cordon_sandbox::status::StatusRecord;
+use regex::Regex;
+
+use super::access::{mode_refuses_read, Access, Verdict};
+use super::text::{quoted, says_eacces, Context};
+use super::{Denial, Operation};
+
+/// What a message says the tool was doing with the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Intent {
+    /// Creating or changing it.
+    Write,
+    /// Removing or renaming it: acts on a symlink itself, not on its target.
+    Unlink,
+    /// Creating a temporary file beside it: the directory is what must be writable.
+    TempBeside,
+    Read,
+    Execute,
+    /// The message does not say (a shell redirection, Python's `open`).
+    Unknown,
+}
+
+/// Phrases of GNU coreutils, sed, bash and friends, most specific first.
+const PHRASES: &[(&str, Intent)] = &[
+    ("couldn't open temporary file", Intent::TempBeside),
+    ("cannot open temporary file", Intent::TempBeside),
+    ("cannot create temporary file", Intent::TempBeside),
+    ("cannot touch", Intent::Write),
+    ("cannot create", Intent::Write),
+    ("cannot make directory", Intent::Write),
+    ("cannot overwrite", Intent::Write),
+    ("couldn't edit", Intent::Write),
+    ("for writing", Intent::Write),
+    ("cannot remove", Intent::Unlink),
+    ("failed to remove", Intent::Unlink),
+    ("cannot unlink", Intent::Unlink),
+    ("cannot move", Intent::Unlink),
+    ("cannot rename", Intent::Unlink),
+    ("cannot execute", Intent::Execute),
+    ("cannot open directory", Intent::Read),
+    ("for reading", Intent::Read),
+    ("cannot open", Intent::Read),
+    ("couldn't open file", Intent::Read),
+    ("cannot access", Intent::Read),
+    ("cannot read", Intent::Read),
+    ("cannot stat", Intent::Read),
+    ("error reading", Intent::Read),
+];
+
+/// Programs whose bare `prog: PATH: Permission denied` is about reading PATH.
+const READERS: &[&str] = &[
+    "cat", "head", "tail", "less", "more", "grep", "egrep", "fgrep", "rg", "wc", "sort", "uniq",
+    "cut", "diff", "cmp", "od", "xxd", "ls", "find", "du", "file", "md5sum", "sha1sum",
+    "sha256sum", "sha512sum", "awk", "gawk", "jq", "tar", "unzip",
+];
+/// Programs whose bare `prog: PATH: Permission denied` is about writing PATH.
+const WRITERS: &[&str] = &["tee", "truncate", "install", "ln"];
+const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "ksh", "ash"];
+
+/// A path mentioned next to "Permission denied", with what the tool was doing.
+struct Mention {
+    path: String,
+    intent: Intent,
+}
+
+fn mentions(ctx: &Context) -> Vec<Mention> {
+    static PYTHON: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"\[Errno 13\] Permission denied: '([^']+)'(?: -> '([^']+)')?")
+            .expect("static regex")
+    });
+    static NODE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"EACCES: permission denied, (\w+) '([^']+)'(?: -> '([^']+)')?")
+            .expect("static regex")
+    });
+    let mut out = Vec::new();
+    for line in &ctx.lines {
+        if !says_eacces(line) {
+            continue;
+        }
+        if let Some(c) = PYTHON.captures(line) {
+            let rename = c.get(2).is_some();
+            for m in [c.get(1), c.get(2)].into_iter().flatten() {
+                let intent = if rename { Intent::Unlink } else { Intent::Unknown };
+                out.push(Mention {
+                    path: m.as_str().to_owned(),
+                    intent,
+                });
+            }
+            continue;
+        }
+        if let Some(c) = NODE.captures(line) {
+            let intent = match c.get(1).map_or("", |m| m.as_str()) {
+                "mkdir" | "copyfile" | "symlink" | "link" | "utime" | "chmod" => Intent::Write,
+                "unlink" | "rmdir" | "rename" => Intent::Unlink,
+                "scandir" | "opendir" | "stat" | "lstat" | "access" | "readlink" => Intent::Read,
+                _ => Intent::Unknown,
+            };
+            for m in [c.get(2), c.get(3)].into_iter().flatten() {
+                out.push(Mention {
+                    path: m.as_str().to_owned(),
+                    intent,
+                });
+            }
+            continue;
+        }
+        out.extend(gnu_style(line, ctx));
+    }
+    out
+}
+
+/// `prog: [line N: ][what ]PATH: Permission denied`, the shape of coreutils, sed, bash, tee.
+fn gnu_style(line: &str, ctx: &Context) -> Vec<Mention> {
+    let Some(head) = line.trim_end().strip_suffix(": Permission denied") else {
+        return Vec::new();
+    };
+    let Some((prog, rest)) = head.split_once(": ") else {
+        return Vec::new();
+    };
+    let prog = prog.rsplit('/').next().unwrap_or(prog);
+    let lower = rest.to_lowercase();
+    let phrase = PHRASES.iter().find(|(p, _)| lower.contains(p));
+    let quoted_paths = quoted(rest);
+    let paths: Vec<String> = if !quoted_paths.is_empty() {
+        quoted_paths
+    } else {
+        // Unquoted: the path is the last `: ` segment, after the phrase if there is one.
+        let last = rest.rsplit(": ").next().unwrap_or(rest);
+        let last = match phrase {
+            Some((p, _)) => match last.to_lowercase().find(p) {
+                Some(at) => last[at + p.len()..].trim(),
+                None => last,
+            },
+            None => last,
+        };
+        if last.is_empty() {
+            Vec::new()
+        } else {
+            vec![last.to_owned()]
+        }
+    };
+    let intent = match phrase {
+        Some((_, intent)) => *intent,
+        None if READERS.contains(&prog) => Intent::Read,
+        None if WRITERS.contains(&prog) => Intent::Write,
+        None => Intent::Unknown,
+    };
+    paths
+        .into_iter()
+        .map(|path| {
+            let intent = if intent == Intent::Unknown && SHELLS.contains(&prog) {
+                shell_intent(&path, ctx)
+            } else {
+                intent
+            };
+            Mention { path, intent }
+        })
+        .collect()
+}
+
+/// A shell prints the bare path both for a failed redirection and for a failed `execve`; the
+/// script and the exit status (126 is "found but could not execute") tell them apart.
+fn shell_intent(path: &str, ctx: &Context) -> Intent {
+    let escaped = regex::escape(path);
+    let redirect = |ops: &str| {
+        Regex::new(&format!(r#"(?:{ops})\s*['"]?{escaped}(?:['"\s;|&)]|$)"#))
+            .map(|re| ctx.scripts.iter().any(|s| re.is_match(s)))
+            .unwrap_or(false)
+    };
+    if redirect(r">>?|>\||&>>?") {
+        Intent::Write
+    } else if redirect(r"<") {
+        Intent::Read
+    } else if ctx.exit_code == Some(126) {
+        Intent::Execute
+    } else {
+        Intent::Unknown
+    }
+}
+
+fn denial(operation: Operation, target: &Path, v: Verdict) -> Denial {
+    Denial {
+        operation,
+        target: Some(target.display().to_string()),
+        rule: v.rule,
+        allow_with: v.allow_with,
+    }
+}
+
+/// Denials named by "Permission denied" messages.
+pub(crate) fn message_denials(ctx: &Context, access: &Access) -> Vec<Denial> {
+    let mut out = Vec::new();
+    for m in mentions(ctx) {
+        let found = match m.intent {
+            Intent::Write => {
+                let p = access.resolve(&m.path, true);
+                access
+                    .write_verdict(&p)
+                    .map(|v| denial(Operation::FileWrite, &p, v))
+            }
+            Intent::Unlink => {
+                let p = access.resolve(&m.path, false);
+                access
+                    .write_verdict(&p)
+                    .map(|v| denial(Operation::FileWrite, &p, v))
+            }
+            Intent::TempBeside => {
+                let p = access.resolve(&m.path, false);
+                let dir = p.parent().map(Path::to_path_buf).unwrap_or(p);
+                access
+                    .write_verdict(&dir)
+                    .map(|v| denial(Operation::FileWrite, &dir, v))
+            }
+            Intent::Read => {
+                let p = access.resolve(&m.path, true);
+                access
+                    .read_verdict(&p)
+                    .map(|v| denial(Operation::FileRead, &p, v))
+            }
+            Intent::Execute => {
+                let p = access.resolve(&m.path, true);
+                access
+                    .read_verdict(&p)
+                    .map(|v| denial(Operation::FileExecute, &p, v))
+            }
+            Intent::Unknown => unknown_intent(access, access.resolve(&m.path, true)),
+        };
+        out.extend(found);
+    }
+    out
+}
+
+/// Decides a read-or-write message from the policy and the file itself.
+fn unknown_intent(access: &Access, p: PathBuf) -> Option<Denial> {
+    let write = access.write_verdict(&p)?;
+    // Refused to write; was it a write? A missing file cannot fail a read with EACCES (the
+    // kernel reports ENOENT before any permission check), so EACCES on it was a create.
+    if !p.exists() {
+        return Some(denial(Operation::FileWrite, &p, write));
+    }
+    if let Some(read) = access.read_verdict(&p) {
+        return Some(denial(Operation::FileRead, &p, read));
+    }
+    // Readable by policy: if its mode bits refuse reading, the EACCES can be the file's own
+    // permissions, which no profile change fixes, so it is not called a denial.
+    if mode_refuses_read(&p) == Some(true) {
+        return None;
+    }
+    Some(denial(Operation::FileWrite, &p, write))
+}
+
+/// An `exec_error` with `EACCES` for a program outside the readable roots. `ENOENT` and the
+/// rest are the command's own problem.
+pub(crate) fn exec_record_denials(records: &[StatusRecord], access: &Access) -> Vec<Denial> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            StatusRecord::ExecError { program, errno, .. } if *errno == libc::EACCES => {
+                let path = locate_program(program, access)?;
+                access
+                    .read_verdict(&path)
+                    .map(|v| denial(Operation::FileExecute, &path, v))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The file `execvp` would have tried: a path with a slash as is, a bare name on this
+/// process's PATH (the caller's, which the helper passes on).
+fn locate_program(program: &str, access: &Access) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(access.resolve(program, true));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.exists())
+        .map(|p| access.resolve(&p.to_string_lossy(), true))
+}

@@ -1,0 +1,197 @@
+//! Denial classification: did the sandbox stop this command, and what would let it through?
+//!
+//! [`find_denials`] looks at everything known about one finished command (its policy, working
+//! directory, argv, exit status, the helper's status records and its output) and returns the
+//! operations the *sandbox* refused, each with the rule that refused it and the smallest profile
+//! change that would allow it. It is synchronous, does no I/O except resolving symlinks and
+//! reading file metadata on the paths it is asked about, and never fails: when the evidence is
+//! not conclusive the answer is "no denial", because a false denial sends an agent to ask a
+//! person for a permission that would not help.
+//!
+//! A message is evidence only together with the policy:
+//!
+//! * a command that exited 0 is never denied, and a `setup_error` record means the sandbox
+//!   failed, not the command;
+//! * a message naming a path is a denial only if the policy forbids that access to that path
+//!   (relative paths are resolved against the cwd, symlinks as the kernel would);
+//! * network failures count only when `network.mode` is `denied`, unix-socket failures only when
+//!   `unix_sockets` is `deny`; an `EPERM` from a socket call or a resolver failure is what tools
+//!   print when seccomp refuses `socket`/`connect`;
+//! * a layer that the helper's `confined` record does not list (Landlock, seccomp) cannot have
+//!   denied anything, and a carve-out it lists as downgraded was not enforced.
+//!
+//! ```
+//! use std::ffi::OsString;
+//! use std::path::Path;
+//! use cordon::classify::{find_denials, Evidence, Operation};
+//! use cordon_sandbox::SandboxPolicy;
+//!
+//! let policy = SandboxPolicy::from_json(r#"{"version":1,
+//!   "filesystem":{"read":["/"],"write":["/w","/tmp"]},
+//!   "network":{"mode":"denied","unix_sockets":"deny"},
+//!   "enforcement":{"missing_layer":"refuse","carve_outs":"report"}}"#).unwrap();
+//! let argv: Vec<OsString> = vec!["touch".into(), "/etc/motd.new".into()];
+//! let evidence = Evidence {
+//!     policy: &policy,
+//!     cwd: Path::new("/w"),
+//!     argv: &argv,
+//!     exit_code: Some(1),
+//!     signal: None,
+//!     records: &[],
+//!     stdout: b"",
+//!     stderr: b"touch: cannot touch '/etc/motd.new': Permission denied\n",
+//! };
+//! let denials = find_denials(&evidence);
+//! assert_eq!(denials.len(), 1);
+//! assert_eq!(denials[0].operation, Operation::FileWrite);
+//! assert_eq!(denials[0].target.as_deref(), Some("/etc/motd.new"));
+//! assert_eq!(denials[0].allow_with, "--writable /etc");
+//!
+//! // The same message about a path the policy allows is an ordinary permission error.
+//! let evidence = Evidence {
+//!     stderr: b"touch: cannot touch '/w/locked': Permission denied\n",
+//!     ..evidence
+//! };
+//! assert!(find_denials(&evidence).is_empty());
+//! ```
+//!
+//! # What `allow_with` suggests
+//!
+//! * writes: `--writable DIR`, where DIR is the path itself when it is an existing directory
+//!   and otherwise its parent directory. Creating, renaming and removing a file are rights on
+//!   the directory that holds it, so granting the file alone would not be enough for the tools
+//!   that write through a temporary file and rename it (`sed -i`, editors, package managers);
+//! * reads and executes: `--readable PATH`, the path itself (Landlock can grant a single file);
+//! * carve-outs: removing the path from `filesystem.read_only` / `filesystem.deny_read`;
+//! * network: `--network enabled` (profile `network.mode = "enabled"`);
+//! * unix sockets: `--allow-unix-sockets` (profile `network.unix_sockets = "allow"`);
+//! * hardening system calls (`ptrace`, `unshare` of a user namespace, io_uring, ...): no
+//!   profile allows them, and `allow_with` says so.
+
+mod access;
+mod files;
+mod network;
+mod text;
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use cordon_sandbox::policy::SandboxPolicy;
+use cordon_sandbox::status::{Layer, StatusRecord};
+use serde::{Deserialize, Serialize};
+
+/// The kind of operation the sandbox refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// Creating, modifying, renaming or removing a file or directory.
+    FileWrite,
+    /// Reading a file or listing a directory.
+    FileRead,
+    /// Executing a program.
+    FileExecute,
+    /// Creating a non-unix socket, resolving a name or connecting over the network.
+    Network,
+    /// Reaching a named unix socket (docker, ssh-agent, D-Bus, ...).
+    UnixSocket,
+    /// A system call that the sandbox's hardening refuses whatever the profile says.
+    Syscall,
+}
+
+/// One operation the sandbox refused.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Denial {
+    /// What was refused.
+    pub operation: Operation,
+    /// The canonical path, `host:port` (or `host` when the port is unknown), socket path or
+    /// system call name, when the evidence names it.
+    pub target: Option<String>,
+    /// The rule that refused it, e.g. "not under any writable root".
+    pub rule: String,
+    /// The smallest CLI flag or profile change that would allow it.
+    pub allow_with: String,
+}
+
+/// Everything known about one finished command.
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    /// The policy the command ran under.
+    pub policy: &'a SandboxPolicy,
+    /// Its working directory (absolute).
+    pub cwd: &'a Path,
+    /// The program and its arguments, as given to the helper.
+    pub argv: &'a [OsString],
+    /// The exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// The helper's status records.
+    pub records: &'a [StatusRecord],
+    /// What it printed on stdout.
+    pub stdout: &'a [u8],
+    /// What it printed on stderr.
+    pub stderr: &'a [u8],
+}
+
+/// The layers that were in force: those of the `confined` record, or all of them when the
+/// caller has no record (it then vouches that the helper ran with its full configuration).
+fn layer_in_force(records: &[StatusRecord], layer: Layer) -> bool {
+    records
+        .iter()
+        .find_map(|r| match r {
+            StatusRecord::Confined(receipt) => Some(receipt.layers.contains(&layer)),
+            _ => None,
+        })
+        .unwrap_or(true)
+}
+
+/// The operations the sandbox refused to the command described by `e`, deduplicated and in a
+/// stable order. Empty when the command succeeded, when the sandbox itself failed, and whenever
+/// the failure has another cause (a missing file, a mode bit, a network that is down).
+pub fn find_denials(e: &Evidence) -> Vec<Denial> {
+    if e.exit_code == Some(0) {
+        return Vec::new();
+    }
+    if e
+        .records
+        .iter()
+        .any(|r| matches!(r, StatusRecord::SetupError { .. }))
+    {
+        return Vec::new();
+    }
+    let ctx = text::Context::new(e);
+    let access = access::Access::new(e.policy, e.cwd, e.records);
+    let mut found = Vec::new();
+    if layer_in_force(e.records, Layer::LandlockFs) {
+        found.extend(files::exec_record_denials(e.records, &access));
+        found.extend(files::message_denials(&ctx, &access));
+    }
+    if layer_in_force(e.records, Layer::Seccomp) {
+        found.extend(network::denials(e.policy, &ctx));
+        found.extend(network::syscall_denials(e.policy, &ctx));
+    }
+    dedupe(found)
+}
+
+/// Keeps the first denial of each (operation, target), and drops a target-less denial when a
+/// denial of the same operation names its target: they describe the same refusal.
+fn dedupe(found: Vec<Denial>) -> Vec<Denial> {
+    let mut out: Vec<Denial> = Vec::new();
+    for d in found {
+        if out
+            .iter()
+            .any(|o| o.operation == d.operation && (o.target == d.target || d.target.is_none()))
+        {
+            continue;
+        }
+        if d.target.is_some() {
+            out.retain(|o| !(o.operation == d.operation && o.target.is_none()));
+        }
+        out.push(d);
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,280 @@
+//! Network, unix-socket and hardening-syscall denials, all of them seccomp's `EPERM`.
+//!
+//! With `network.mode = "denied"` every non-unix `socket()` fails with `EPERM`, so tools report
+//! either that error ("connect EPERM", "[Errno 1] Operation not permitted") or what follows
+//! from it: a resolver that cannot reach any server ("Could not resolve host", `EAI_AGAIN`), a
+//! connection that never started ("Failed to connect to"). Under that policy these messages
+//! have one cause, the sandbox; under `enabled` the same messages mean the network itself
+//! failed, and nothing is reported.
+
+use std::sync::LazyLock;
+
+use cordon_sandbox::policy::{SandboxPolicy, UnixSockets};
+use cordon_sandbox::syscall_rules::rules;
+use regex::Regex;
+
+use super::text::{says_eperm, url_endpoints, Context};
+use super::{Denial, Operation};
+
+fn re(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("static regex")
+}
+
+/// Words that put an `EPERM` line in a socket context.
+const SOCKET_WORDS: &[&str] = &[
+    "socket",
+    "connect",
+    "/dev/tcp/",
+    "/dev/udp/",
+    "urlopen",
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "dial ",
+    "getaddrinfo",
+    "sendto",
+];
+
+/// What resolvers print when no DNS server can be reached.
+const RESOLVER_FAILURES: &[&str] = &[
+    "Could not resolve host",
+    "Couldn't resolve host",
+    "Could not resolve hostname",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "EAI_AGAIN",
+    "unable to resolve host address",
+    "failed to lookup address information",
+    "nodename nor servname provided",
+    "No address associated with hostname",
+];
+
+/// What tools print when a connection could not even start (curl, git's libcurl).
+const CONNECT_FAILURES: &[&str] = &["Failed to connect to", "Couldn't connect to server"];
+
+/// How the output says a socket operation failed.
+#[derive(Default)]
+struct Signals {
+    /// `EPERM` from a socket call.
+    eperm_socket: bool,
+    /// A resolver or connect failure, which the network policy explains.
+    unreachable: bool,
+}
+
+fn signals(ctx: &Context) -> Signals {
+    let code_uses_sockets = ctx
+        .scripts
+        .iter()
+        .any(|s| s.contains("socket") || s.contains("net.") || s.contains("connect("));
+    let mut s = Signals::default();
+    for line in &ctx.lines {
+        if says_eperm(line) && (code_uses_sockets || SOCKET_WORDS.iter().any(|w| line.contains(w)))
+        {
+            s.eperm_socket = true;
+        }
+        if RESOLVER_FAILURES
+            .iter()
+            .chain(CONNECT_FAILURES)
+            .any(|w| line.contains(w))
+        {
+            s.unreachable = true;
+        }
+    }
+    // getent prints nothing: exit 2 is "not found", which for a host means no resolver answered.
+    if ctx.program() == "getent"
+        && ctx.exit_code == Some(2)
+        && matches!(
+            ctx.argv.get(1).map(String::as_str),
+            Some("hosts" | "ahosts" | "ahostsv4" | "ahostsv6")
+        )
+    {
+        s.unreachable = true;
+    }
+    s
+}
+
+/// The unix socket the command was talking to, when argv or output names one; `Some(None)`
+/// when it clearly used a unix socket but the path is not known.
+fn unix_socket(ctx: &Context) -> Option<Option<String>> {
+    static DIAL: LazyLock<Regex> = LazyLock::new(|| re(r"dial unix (\S+?):? "));
+    static UNIX_URL: LazyLock<Regex> = LazyLock::new(|| re(r"unix://(/[^\s'`:]+)"));
+    static PY_CONNECT: LazyLock<Regex> =
+        LazyLock::new(|| re(r#"\.connect\(\s*['"]([^'"]+)['"]\s*\)"#));
+    for flag in ["--unix-socket", "--abstract-unix-socket"] {
+        if let Some(p) = ctx.flag_value(flag) {
+            return Some(Some(p.to_owned()));
+        }
+    }
+    for line in &ctx.lines {
+        if let Some(c) = DIAL.captures(line) {
+            return Some(Some(c[1].to_owned()));
+        }
+    }
+    for text in ctx.argv.iter().chain(&ctx.lines) {
+        if let Some(c) = UNIX_URL.captures(text) {
+            return Some(Some(c[1].to_owned()));
+        }
+    }
+    for script in &ctx.scripts {
+        if script.contains("AF_UNIX") {
+            return Some(PY_CONNECT.captures(script).map(|c| c[1].to_owned()));
+        }
+    }
+    None
+}
+
+/// The best `host:port` (or host) the evidence names for a refused connection.
+fn network_target(ctx: &Context) -> Option<String> {
+    static WITH_PORT: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+        vec![
+            re(r"Failed to connect to (\S+) port (\d+)"),
+            re(r"connect E[A-Z]+ (\S+):(\d+)"),
+            re(r"Connecting to (\S+?)(?: \([^)]*\))?(?:\|[^|]*\|)?:(\d+)\.\.\."),
+            re(r"/dev/(?:tcp|udp)/([^/\s]+)/(\d+)"),
+            re(r"host='([^']+)', port=(\d+)"),
+            re(r"dial (?:tcp|udp)\S* (\S+):(\d+)"),
+        ]
+    });
+    static HOST_ONLY: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+        vec![
+            re(r"[Cc]ould(?:n't| not) resolve host(?:name)?:? '?([A-Za-z0-9.-]+)"),
+            re(r"unable to resolve host address [‘']([^’']+)[’']"),
+            re(r"getaddrinfo E[A-Z_]+ (\S+)"),
+        ]
+    });
+    static CODE_TUPLE: LazyLock<Regex> =
+        LazyLock::new(|| re(r#"\(\s*['"]([^'"]+)['"]\s*,\s*(\d+)\s*\)"#));
+    static NODE_CONNECT: LazyLock<Regex> =
+        LazyLock::new(|| re(r#"connect\(\s*(\d+)\s*,\s*['"]([^'"]+)['"]"#));
+
+    for line in &ctx.lines {
+        for r in WITH_PORT.iter() {
+            if let Some(c) = r.captures(line) {
+                return Some(format!("{}:{}", &c[1], &c[2]));
+            }
+        }
+    }
+    if let Some(t) = url_endpoints(&ctx.stderr).into_iter().next() {
+        return Some(t);
+    }
+    if let Some(t) = ctx.argv.iter().flat_map(|a| url_endpoints(a)).next() {
+        return Some(t);
+    }
+    for script in &ctx.scripts {
+        if let Some(c) = CODE_TUPLE.captures(script) {
+            return Some(format!("{}:{}", &c[1], &c[2]));
+        }
+        if let Some(c) = NODE_CONNECT.captures(script) {
+            return Some(format!("{}:{}", &c[2], &c[1]));
+        }
+    }
+    for line in &ctx.lines {
+        for r in HOST_ONLY.iter() {
+            if let Some(c) = r.captures(line) {
+                return Some(c[1].trim_end_matches('.').to_owned());
+            }
+        }
+    }
+    if ctx.program() == "getent" {
+        return ctx.argv.get(2).cloned();
+    }
+    // pip names its index only as a path; without --index-url it is PyPI.
+    if ctx.program().starts_with("pip") && ctx.flag_value("--index-url").is_none() {
+        return Some("pypi.org:443".into());
+    }
+    None
+}
+
+/// Network and unix-socket denials.
+pub(crate) fn denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Denial> {
+    let s = signals(ctx);
+    if !s.eperm_socket && !s.unreachable {
+        return Vec::new();
+    }
+    let unix_denied = policy.network.unix_sockets == UnixSockets::Deny;
+    let unix = unix_socket(ctx);
+    if let Some(target) = unix {
+        if !unix_denied {
+            return Vec::new();
+        }
+        return vec![Denial {
+            operation: Operation::UnixSocket,
+            target,
+            rule: "unix sockets denied".into(),
+            allow_with: "--allow-unix-sockets".into(),
+        }];
+    }
+    if policy.network.mode.is_denied() {
+        return vec![Denial {
+            operation: Operation::Network,
+            target: network_target(ctx),
+            rule: "network mode denied".into(),
+            allow_with: "--network enabled".into(),
+        }];
+    }
+    // The network is on, so a socket call refused with EPERM can only be seccomp's refusal of
+    // AF_UNIX sockets (Landlock's port rules refuse with EACCES).
+    if s.eperm_socket && unix_denied {
+        return vec![Denial {
+            operation: Operation::UnixSocket,
+            target: None,
+            rule: "unix sockets denied".into(),
+            allow_with: "--allow-unix-sockets".into(),
+        }];
+    }
+    Vec::new()
+}
+
+/// System calls that no profile allows, named in an `EPERM` message.
+pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Denial> {
+    // Socket rules are reported as network / unix denials; ioctl and clone are refused only for
+    // particular arguments that a message cannot show, so an EPERM naming them proves nothing.
+    const NOT_HERE: &[&str] = &["socket", "socketpair", "connect", "sendto", "ioctl", "clone"];
+    let user_namespace = ctx.program() == "unshare"
+        && ["-U", "--user", "-r", "--map-root-user", "--map-current-user"]
+            .iter()
+            .any(|f| ctx.has_arg(f));
+    let mut out = Vec::new();
+    for rule in rules(policy) {
+        if rule.errno != libc::EPERM || NOT_HERE.contains(&rule.syscall) {
+            continue;
+        }
+        if rule.syscall == "unshare" && !user_namespace {
+            continue;
+        }
+        let named = ctx
+            .lines
+            .iter()
+            .any(|line| says_eperm(line) && names_word(line, rule.syscall));
+        if named {
+            out.push(Denial {
+                operation: Operation::Syscall,
+                target: Some(rule.syscall.to_owned()),
+                rule: format!("seccomp: {} refused", rule.syscall),
+                allow_with: format!("none: no profile allows it ({})", rule.reason),
+            });
+        }
+    }
+    out
+}
+
+/// True when `word` appears in `line` not as part of a longer identifier.
+fn names_word(line: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    line.match_indices(word).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + word.len()..].chars().next();
+        !before.is_some_and(ident) && !after.is_some_and(ident)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_word;
+
+    #[test]
+    fn words_are_whole() {
+        assert!(names_word("strace: ptrace(PTRACE_TRACEME, ...): x", "ptrace"));
+        assert!(!names_word("PTRACE_TRACEME", "ptrace"));
+        assert!(!names_word("my_ptrace_helper", "ptrace"));
+    }
+}

@@ -1,0 +1,269 @@
+//! Focused tests of the classification rules, each on a hand-made piece of evidence.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use cordon_sandbox::policy::SandboxPolicy;
+use cordon_sandbox::status::{ConfinementReceipt, Downgrade, Layer, Step, StatusRecord};
+
+use super::*;
+
+fn policy(write: &[&Path], network: &str, unix: &str) -> SandboxPolicy {
+    let write: Vec<String> = write.iter().map(|p| format!("{:?}", p.display().to_string())).collect();
+    SandboxPolicy::from_json(&format!(
+        r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{}]}},
+           "network":{{"mode":"{network}","unix_sockets":"{unix}"}},
+           "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#,
+        write.join(",")
+    ))
+    .unwrap()
+}
+
+struct Case {
+    policy: SandboxPolicy,
+    cwd: PathBuf,
+    argv: Vec<OsString>,
+    exit: Option<i32>,
+    records: Vec<StatusRecord>,
+    stderr: String,
+}
+
+impl Case {
+    fn new(cwd: &Path, argv: &[&str], exit: i32, stderr: &str) -> Case {
+        Case {
+            policy: policy(&[cwd], "denied", "deny"),
+            cwd: cwd.to_path_buf(),
+            argv: argv.iter().map(OsString::from).collect(),
+            exit: Some(exit),
+            records: Vec::new(),
+            stderr: stderr.to_owned(),
+        }
+    }
+
+    fn run(&self) -> Vec<Denial> {
+        find_denials(&Evidence {
+            policy: &self.policy,
+            cwd: &self.cwd,
+            argv: &self.argv,
+            exit_code: self.exit,
+            signal: None,
+            records: &self.records,
+            stdout: b"",
+            stderr: self.stderr.as_bytes(),
+        })
+    }
+
+    fn one(&self) -> (Operation, Option<String>) {
+        let found = self.run();
+        assert_eq!(found.len(), 1, "{found:?}");
+        (found[0].operation, found[0].target.clone())
+    }
+}
+
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, cwd)
+}
+
+const TOUCH_ETC: &str = "touch: cannot touch '/etc/cordon-unit': Permission denied\n";
+
+#[test]
+fn write_outside_writable_roots_is_a_denial_with_the_parent_as_fix() {
+    let (_d, cwd) = workspace();
+    let found = Case::new(&cwd, &["touch", "/etc/cordon-unit"], 1, TOUCH_ETC).run();
+    assert_eq!(
+        found,
+        vec![Denial {
+            operation: Operation::FileWrite,
+            target: Some("/etc/cordon-unit".into()),
+            rule: "not under any writable root".into(),
+            allow_with: "--writable /etc".into(),
+        }]
+    );
+}
+
+#[test]
+fn an_existing_directory_is_its_own_fix() {
+    let (_d, cwd) = workspace();
+    let line = "sed: couldn't open temporary file /etc/sedAb12Cd: Permission denied\n";
+    let found = Case::new(&cwd, &["sed", "-i", "s/a/b/", "/etc/hosts"], 4, line).run();
+    assert_eq!(found[0].target.as_deref(), Some("/etc"));
+    assert_eq!(found[0].allow_with, "--writable /etc");
+}
+
+#[test]
+fn success_is_never_a_denial() {
+    let (_d, cwd) = workspace();
+    assert!(Case::new(&cwd, &["touch", "/etc/x"], 0, TOUCH_ETC).run().is_empty());
+}
+
+#[test]
+fn setup_errors_are_not_denials() {
+    let (_d, cwd) = workspace();
+    let mut case = Case::new(&cwd, &["touch", "/etc/cordon-unit"], 125, TOUCH_ETC);
+    case.records = vec![StatusRecord::SetupError {
+        step: Step::Landlock,
+        errno: Some(libc::ENOSYS),
+        message: "no landlock".into(),
+    }];
+    assert!(case.run().is_empty());
+}
+
+#[test]
+fn a_layer_not_in_force_denies_nothing() {
+    let (_d, cwd) = workspace();
+    let mut case = Case::new(&cwd, &["touch", "/etc/cordon-unit"], 1, TOUCH_ETC);
+    case.records = vec![StatusRecord::Confined(ConfinementReceipt {
+        layers: vec![Layer::Capabilities, Layer::NoNewPrivs, Layer::Seccomp],
+        ..Default::default()
+    })];
+    assert!(case.run().is_empty());
+}
+
+#[test]
+fn permission_errors_the_policy_allows_are_ordinary() {
+    let (_d, cwd) = workspace();
+    let line = format!("bash: line 1: {}/locked: Permission denied\n", cwd.display());
+    assert!(Case::new(&cwd, &["bash", "-c", "echo > locked"], 1, &line).run().is_empty());
+    let line = "PermissionError: [Errno 13] Permission denied: 'locked'\n";
+    assert!(Case::new(&cwd, &["python3", "x.py"], 1, line).run().is_empty());
+    assert!(Case::new(&cwd, &["cat", "/dev/null"], 1, "cat: /dev/null: Permission denied\n")
+        .run()
+        .is_empty());
+}
+
+#[test]
+fn relative_paths_resolve_against_cwd_and_through_symlinks() {
+    let (_d, cwd) = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    let outside = std::fs::canonicalize(outside.path()).unwrap();
+    std::os::unix::fs::symlink(&outside, cwd.join("link")).unwrap();
+    let case = Case::new(
+        &cwd,
+        &["bash", "-c", "echo x > link/f"],
+        1,
+        "bash: line 1: link/f: Permission denied\n",
+    );
+    assert_eq!(
+        case.one(),
+        (Operation::FileWrite, Some(outside.join("f").display().to_string()))
+    );
+    // Without the symlink, the same relative path is inside the workspace.
+    std::fs::remove_file(cwd.join("link")).unwrap();
+    assert!(case.run().is_empty());
+}
+
+#[test]
+fn words_in_paths_and_plain_failures_are_not_evidence() {
+    let (_d, cwd) = workspace();
+    for (argv, exit, stderr) in [
+        (&["bash", "-c", "false"][..], 1, ""),
+        (&["bash", "-c", "exit 126"][..], 126, ""),
+        (&["bash", "-c", "nope"][..], 127, "bash: line 1: nope: command not found\n"),
+        (&["cat", "sandbox/denied"][..], 1, "cat: sandbox/denied: No such file or directory\n"),
+        (&["sh", "-c", "echo x"][..], 3, "sandbox: operation not permitted, access denied\n"),
+        (&["cat", "'Permission denied'"][..], 1, "cat: 'Permission denied': No such file or directory\n"),
+    ] {
+        assert!(Case::new(&cwd, argv, exit, stderr).run().is_empty(), "{argv:?}");
+    }
+}
+
+#[test]
+fn exec_errors_count_only_for_eacces_outside_readable_roots() {
+    let (_d, cwd) = workspace();
+    let exec = |errno| StatusRecord::ExecError {
+        program: "/opt/cordon-unit/tool".into(),
+        errno,
+        message: String::new(),
+    };
+    let mut case = Case::new(&cwd, &["/opt/cordon-unit/tool"], 126, "");
+    case.policy.filesystem.read = vec!["/usr".into()];
+    case.records = vec![exec(libc::EACCES)];
+    assert_eq!(
+        case.one(),
+        (Operation::FileExecute, Some("/opt/cordon-unit/tool".into()))
+    );
+    case.records = vec![exec(libc::ENOENT)];
+    assert!(case.run().is_empty());
+    // Readable: the EACCES is the file's mode, not the sandbox.
+    case.policy.filesystem.read = vec!["/".into()];
+    case.records = vec![exec(libc::EACCES)];
+    assert!(case.run().is_empty());
+}
+
+#[test]
+fn network_failures_count_only_when_the_network_is_denied() {
+    let (_d, cwd) = workspace();
+    let curl = "curl: (6) Could not resolve host: example.com\n";
+    let mut case = Case::new(&cwd, &["curl", "https://example.com/"], 6, curl);
+    assert_eq!(case.one(), (Operation::Network, Some("example.com:443".into())));
+    assert_eq!(case.run()[0].allow_with, "--network enabled");
+    case.policy = policy(&[&cwd], "enabled", "allow");
+    assert!(case.run().is_empty());
+}
+
+#[test]
+fn unix_socket_failures_count_only_when_unix_sockets_are_denied() {
+    let (_d, cwd) = workspace();
+    let docker = "permission denied while trying to connect to the Docker daemon socket at \
+        unix:///var/run/docker.sock: Get \"http://x\": dial unix /var/run/docker.sock: connect: \
+        operation not permitted\n";
+    let mut case = Case::new(&cwd, &["docker", "ps"], 1, docker);
+    assert_eq!(
+        case.one(),
+        (Operation::UnixSocket, Some("/var/run/docker.sock".into()))
+    );
+    case.policy = policy(&[&cwd], "denied", "allow");
+    assert!(case.run().is_empty());
+}
+
+#[test]
+fn hardening_syscalls_name_no_fix() {
+    let (_d, cwd) = workspace();
+    let line = "strace: ptrace(PTRACE_TRACEME, ...): Operation not permitted\n";
+    let found = Case::new(&cwd, &["strace", "true"], 1, line).run();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].operation, Operation::Syscall);
+    assert_eq!(found[0].rule, "seccomp: ptrace refused");
+    assert!(found[0].allow_with.starts_with("none"));
+}
+
+#[test]
+fn duplicates_collapse() {
+    let (_d, cwd) = workspace();
+    let twice = format!("{TOUCH_ETC}{TOUCH_ETC}");
+    assert_eq!(Case::new(&cwd, &["touch", "/etc/cordon-unit"], 1, &twice).run().len(), 1);
+}
+
+#[test]
+fn unenforced_carve_outs_deny_nothing() {
+    let (_d, cwd) = workspace();
+    let git = cwd.join(".git");
+    let line = format!("touch: cannot touch '{}/x': Permission denied\n", git.display());
+    let mut case = Case::new(&cwd, &["touch", ".git/x"], 1, &line);
+    case.policy.filesystem.read_only = vec![git.clone()];
+    assert_eq!(case.one().0, Operation::FileWrite);
+    case.records = vec![StatusRecord::Confined(ConfinementReceipt {
+        layers: vec![Layer::LandlockFs, Layer::Seccomp],
+        downgrades: vec![Downgrade {
+            restriction: format!("read_only:{}", git.display()),
+            reason: "no mount namespace".into(),
+        }],
+        ..Default::default()
+    })];
+    assert!(case.run().is_empty());
+}
+
+#[test]
+fn denials_serialise_in_snake_case() {
+    let d = Denial {
+        operation: Operation::UnixSocket,
+        target: None,
+        rule: "unix sockets denied".into(),
+        allow_with: "--allow-unix-sockets".into(),
+    };
+    let json = serde_json::to_string(&d).unwrap();
+    assert!(json.contains("\"unix_socket\""), "{json}");
+    assert_eq!(serde_json::from_str::<Denial>(&json).unwrap(), d);
+}
