@@ -3,14 +3,23 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use cordon::helper::{Helper, SELF_HELPER_ARG};
+use cordon::classify::classify_result;
+use cordon::exec::{
+    EnvBase, EnvPolicy, ExecEvent, ExecRequest, ExecResult, Sandbox, StdinSource, StreamKind,
+};
+use cordon::helper::SELF_HELPER_ARG;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
-use cordon::sandbox::status::StatusRecord;
+
+mod report;
+
+/// `cordon run` without `--timeout` waits as long as the command runs.
+const NO_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Exit code for cordon's own errors (bad input, setup failure).
 const EXIT_CORDON: u8 = 125;
@@ -52,6 +61,22 @@ struct RunArgs {
     /// Print the resolved policy as one line of JSON and exit without running anything.
     #[arg(long)]
     print_policy: bool,
+    /// Kill the command (and everything it started) after this long: 500ms, 10s, 2m, 1h.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Keep at most this many bytes of each stream in the result (head and tail): 1048576, 64K, 1M.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    output_limit: Option<usize>,
+    /// Print exactly one JSON object describing the run on stdout, instead of passing output through.
+    #[arg(long)]
+    json: bool,
+    /// Start the command's environment empty instead of from cordon's.
+    #[arg(long)]
+    env_clear: bool,
+    /// Set KEY=VALUE in the command's environment, or pass KEY through from cordon's (repeatable;
+    /// wins over the secret filter).
+    #[arg(long = "env", value_name = "KEY[=VALUE]")]
+    env: Vec<String>,
     /// The command and its arguments.
     #[arg(last = true, value_name = "PROGRAM [ARGS]...")]
     argv: Vec<OsString>,
@@ -97,13 +122,20 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
-        Command::Run(args) => match run(args) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("cordon: {e:#}");
-                ExitCode::from(EXIT_CORDON)
+        Command::Run(args) => {
+            let json = args.json;
+            match run(args) {
+                Ok(code) => code,
+                Err(e) => {
+                    let message = format!("{e:#}");
+                    eprintln!("cordon: {message}");
+                    if json {
+                        println!("{}", report::rejected_json(&message));
+                    }
+                    ExitCode::from(EXIT_CORDON)
+                }
             }
-        },
+        }
     }
 }
 
@@ -112,6 +144,28 @@ fn exit_code(code: i32) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    let request = match prepare(args)? {
+        Prepared::Printed => return Ok(ExitCode::SUCCESS),
+        Prepared::Run(request) => request,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    // A current-thread runtime forks from this thread, which lives as long as the command:
+    // the helper's parent-death signal must not fire early.
+    runtime.block_on(supervise(*request, json))
+}
+
+enum Prepared {
+    /// `--print-policy` was handled.
+    Printed,
+    Run(Box<ExecRequest>),
+}
+
+/// Everything that can reject the request, before anything runs.
+fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     let cwd = match args.cwd {
         Some(dir) => dir,
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -150,77 +204,152 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Some(policy) => println!("{}", policy.to_json()),
             None => println!("null"),
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Prepared::Printed);
     }
     if args.argv.is_empty() {
         return Err(anyhow!(
             "no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])"
         ));
     }
-
-    let Some(policy) = resolved.policy else {
-        eprintln!("cordon: full-access profile: running without any sandbox");
-        let child = std::process::Command::new(&args.argv[0])
-            .args(&args.argv[1..])
-            .current_dir(&cwd)
-            .spawn();
-        return match child {
-            Ok(child) => wait_for(child),
-            Err(e) => {
-                eprintln!("cordon: {}: {e}", args.argv[0].to_string_lossy());
-                Ok(ExitCode::from(
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        127
-                    } else {
-                        126
-                    },
-                ))
+    let mut env = EnvPolicy::default();
+    if args.env_clear {
+        env.base = EnvBase::Empty;
+    }
+    for entry in &args.env {
+        match entry.split_once('=') {
+            Some((key, value)) => {
+                env.set.insert(key.into(), value.into());
             }
-        };
-    };
-
-    let helper = Helper::locate()?;
-    let mut launch = helper.command(&policy, &cwd, &args.argv)?;
-    let child = launch
-        .command
-        .spawn()
-        .with_context(|| format!("cannot start the helper {:?}", helper.program()))?;
-    let records = launch
-        .status
-        .read_after_spawn()
-        .context("cannot read the helper's status")?;
-    for record in &records {
-        match record {
-            StatusRecord::Confined(receipt) => {
-                for d in &receipt.downgrades {
-                    tracing::info!("not enforced: {} ({})", d.restriction, d.reason);
+            None => match std::env::var_os(entry) {
+                Some(value) => {
+                    env.set.insert(entry.into(), value);
                 }
-            }
-            StatusRecord::SetupError { step, message, .. } => {
-                eprintln!("cordon: sandbox setup failed at step {step}: {message}");
-            }
-            StatusRecord::ExecError {
-                program, message, ..
-            } => eprintln!("cordon: {program}: {message}"),
+                None => {
+                    return Err(anyhow!(
+                        "--env {entry}: {entry} is not set in cordon's environment"
+                    ))
+                }
+            },
         }
     }
-    wait_for(child)
+    let mut request = ExecRequest::new(args.argv, &cwd, resolved.policy)
+        .env(env)
+        .lossless_events(!args.json);
+    if !args.json {
+        request.stdin = StdinSource::Inherit;
+    }
+    if let Some(timeout) = args.timeout {
+        request = request.timeout(timeout);
+    }
+    if let Some(limit) = args.output_limit {
+        request = request.output_limit(limit);
+    }
+    Ok(Prepared::Run(Box::new(request)))
 }
 
-/// Waits for `child` with SIGINT and SIGQUIT ignored, so that a Ctrl-C reaches the command (it
-/// shares the terminal's process group) and cordon reports how the command ended.
-fn wait_for(mut child: std::process::Child) -> anyhow::Result<ExitCode> {
-    use nix::sys::signal::{signal, SigHandler, Signal};
-    use std::os::unix::process::ExitStatusExt;
-    for sig in [Signal::SIGINT, Signal::SIGQUIT] {
-        // SAFETY: SIG_IGN installs no handler code; the child was already spawned, so it keeps
-        // the default disposition.
-        unsafe { signal(sig, SigHandler::SigIgn) }.context("cannot ignore SIGINT")?;
+/// Runs the request, cancelling it on SIGINT, SIGTERM or SIGHUP (the command is in its own
+/// session, so the terminal's signals reach only cordon, which then kills the whole tree).
+async fn supervise(request: ExecRequest, json: bool) -> anyhow::Result<ExitCode> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let sandbox = match request.policy {
+        Some(_) => Sandbox::locate()?,
+        None => Sandbox::without_helper(),
     }
-    let status = child.wait().context("cannot wait for the command")?;
-    Ok(match (status.code(), status.signal()) {
-        (Some(code), _) => exit_code(code),
-        (None, Some(sig)) => exit_code(128 + sig),
-        (None, None) => ExitCode::from(EXIT_CORDON),
-    })
+    .with_timeout(NO_TIMEOUT);
+    let cancel = request.cancel.clone();
+    for kind in [
+        SignalKind::interrupt(),
+        SignalKind::terminate(),
+        SignalKind::hangup(),
+    ] {
+        let mut stream = signal(kind).context("cannot install a signal handler")?;
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if stream.recv().await.is_some() {
+                cancel.cancel();
+            }
+        });
+    }
+    if request.policy.is_none() && !json {
+        eprintln!("cordon: full-access profile: running without any sandbox");
+    }
+    let result = if json {
+        sandbox.exec(request).await
+    } else {
+        pass_through(&sandbox, request).await?
+    };
+    let result = classify_result(result);
+    if json {
+        println!("{}", report::json(&result));
+    } else {
+        for line in report::stderr_lines(&result) {
+            eprintln!("cordon: {line}");
+        }
+    }
+    Ok(exit_code(result.cordon_exit_code()))
+}
+
+/// Streams the command's output to ours as it arrives; returns the runtime's result.
+async fn pass_through(sandbox: &Sandbox, request: ExecRequest) -> anyhow::Result<ExecResult> {
+    use std::io::Write;
+    let mut events = sandbox.exec_streaming(request);
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    while let Some(event) = events.recv().await {
+        match event {
+            ExecEvent::Started { .. } => {}
+            ExecEvent::Output { stream, bytes } => {
+                // A closed stdout (`| head`) must not stop the command's supervision.
+                let _ = match stream {
+                    StreamKind::Stdout => out.write_all(&bytes).and_then(|_| out.flush()),
+                    StreamKind::Stderr => err.write_all(&bytes).and_then(|_| err.flush()),
+                };
+            }
+            ExecEvent::Finished(result) => return Ok(*result),
+        }
+    }
+    Err(anyhow!("the runtime ended without a result"))
+}
+
+/// Parses `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 500ms, 10s, 2m or 1h"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !(seconds > 0.0 && seconds < 1e9) {
+        return Err(format!("{text:?} must be a positive duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Parses a byte count with an optional K, M or G suffix (powers of 1024).
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let upper = text.to_ascii_uppercase();
+    let trimmed = upper.trim_end_matches("IB").trim_end_matches('B');
+    let (digits, multiplier) = match trimmed.chars().last() {
+        Some('K') => (&trimmed[..trimmed.len() - 1], 1usize << 10),
+        Some('M') => (&trimmed[..trimmed.len() - 1], 1 << 20),
+        Some('G') => (&trimmed[..trimmed.len() - 1], 1 << 30),
+        _ => (trimmed, 1),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(multiplier))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{text:?} is not a byte count like 1048576, 64K or 1M"))
 }

@@ -59,9 +59,36 @@ const PHRASES: &[(&str, Intent)] = &[
 
 /// Programs whose bare `prog: PATH: Permission denied` is about reading PATH.
 const READERS: &[&str] = &[
-    "cat", "head", "tail", "less", "more", "grep", "egrep", "fgrep", "rg", "wc", "sort", "uniq",
-    "cut", "diff", "cmp", "od", "xxd", "ls", "find", "du", "file", "md5sum", "sha1sum",
-    "sha256sum", "sha512sum", "awk", "gawk", "jq", "tar", "unzip",
+    "cat",
+    "head",
+    "tail",
+    "less",
+    "more",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "wc",
+    "sort",
+    "uniq",
+    "cut",
+    "diff",
+    "cmp",
+    "od",
+    "xxd",
+    "ls",
+    "find",
+    "du",
+    "file",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "awk",
+    "gawk",
+    "jq",
+    "tar",
+    "unzip",
 ];
 /// Programs whose bare `prog: PATH: Permission denied` is about writing PATH.
 const WRITERS: &[&str] = &["tee", "truncate", "install", "ln"];
@@ -90,7 +117,11 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
         if let Some(c) = PYTHON.captures(line) {
             let rename = c.get(2).is_some();
             for m in [c.get(1), c.get(2)].into_iter().flatten() {
-                let intent = if rename { Intent::Unlink } else { Intent::Unknown };
+                let intent = if rename {
+                    Intent::Unlink
+                } else {
+                    Intent::Unknown
+                };
                 out.push(Mention {
                     path: m.as_str().to_owned(),
                     intent,

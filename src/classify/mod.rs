@@ -71,10 +71,13 @@
 mod access;
 mod files;
 mod network;
+mod result;
 mod text;
 
 use std::ffi::OsString;
 use std::path::Path;
+
+pub use result::classify_result;
 
 use cordon_sandbox::policy::SandboxPolicy;
 use cordon_sandbox::status::{Layer, StatusRecord};
@@ -152,8 +155,7 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
     if e.exit_code == Some(0) {
         return Vec::new();
     }
-    if e
-        .records
+    if e.records
         .iter()
         .any(|r| matches!(r, StatusRecord::SetupError { .. }))
     {

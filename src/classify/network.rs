@@ -228,11 +228,24 @@ pub(crate) fn denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Denial> {
 pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Denial> {
     // Socket rules are reported as network / unix denials; ioctl and clone are refused only for
     // particular arguments that a message cannot show, so an EPERM naming them proves nothing.
-    const NOT_HERE: &[&str] = &["socket", "socketpair", "connect", "sendto", "ioctl", "clone"];
+    const NOT_HERE: &[&str] = &[
+        "socket",
+        "socketpair",
+        "connect",
+        "sendto",
+        "ioctl",
+        "clone",
+    ];
     let user_namespace = ctx.program() == "unshare"
-        && ["-U", "--user", "-r", "--map-root-user", "--map-current-user"]
-            .iter()
-            .any(|f| ctx.has_arg(f));
+        && [
+            "-U",
+            "--user",
+            "-r",
+            "--map-root-user",
+            "--map-current-user",
+        ]
+        .iter()
+        .any(|f| ctx.has_arg(f));
     let mut out = Vec::new();
     for rule in rules(policy) {
         if rule.errno != libc::EPERM || NOT_HERE.contains(&rule.syscall) {
@@ -273,7 +286,10 @@ mod tests {
 
     #[test]
     fn words_are_whole() {
-        assert!(names_word("strace: ptrace(PTRACE_TRACEME, ...): x", "ptrace"));
+        assert!(names_word(
+            "strace: ptrace(PTRACE_TRACEME, ...): x",
+            "ptrace"
+        ));
         assert!(!names_word("PTRACE_TRACEME", "ptrace"));
         assert!(!names_word("my_ptrace_helper", "ptrace"));
     }

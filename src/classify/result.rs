@@ -1,0 +1,45 @@
+//! Classifying a finished run from the runtime: the bridge between [`crate::exec`] and
+//! [`find_denials`].
+
+use super::{find_denials, Denial, Evidence};
+use crate::exec::ExecResult;
+
+/// Turns the runtime's unclassified result into one whose outcome is `denied` when, and only
+/// when, the evidence shows the sandbox refused something. Unsandboxed runs are never denied.
+pub fn classify_result(result: ExecResult) -> ExecResult<Denial> {
+    result.classify(|r| match &r.policy {
+        None => Vec::new(),
+        Some(policy) => find_denials(&Evidence {
+            policy,
+            cwd: &r.cwd,
+            argv: &r.argv,
+            exit_code: r.exit_code,
+            signal: r.signal,
+            records: &r.records,
+            stdout: &r.stdout.bytes,
+            stderr: &r.stderr.bytes,
+        }),
+    })
+}
+
+impl std::fmt::Display for Denial {
+    /// One line for people: `denied write to /etc/hosts (not under any writable root; allow
+    /// with --writable /etc)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use super::Operation::*;
+        let what = match self.operation {
+            FileWrite => "write to",
+            FileRead => "read of",
+            FileExecute => "execution of",
+            Network => "network access to",
+            UnixSocket => "connection to unix socket",
+            Syscall => "system call",
+        };
+        let target = self.target.as_deref().unwrap_or("(unknown target)");
+        write!(
+            f,
+            "denied {what} {target} ({}; allow with {})",
+            self.rule, self.allow_with
+        )
+    }
+}

@@ -1,0 +1,130 @@
+//! What `cordon run` prints about a finished run: the `--json` object, or one stderr line per
+//! fact a person needs (denials, setup and exec errors, timeouts).
+
+use cordon::classify::Denial;
+use cordon::exec::{ExecResult, Outcome};
+use serde_json::{json, Value};
+
+/// The `--json` object (schema in the README).
+pub fn json(result: &ExecResult<Denial>) -> String {
+    let denials: Vec<Value> = match &result.outcome {
+        Outcome::Denied { denials, .. } => denials
+            .iter()
+            .map(|d| {
+                json!({
+                    "operation": d.operation,
+                    "target": d.target,
+                    "rule": d.rule,
+                    "allow_with": d.allow_with,
+                })
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let object = json!({
+        "outcome": result.outcome.kind(),
+        "exit_code": result.cordon_exit_code(),
+        "signal": result.signal,
+        "denials": denials,
+        "stdout": result.stdout.text(),
+        "stderr": result.stderr.text(),
+        "truncated": {
+            "stdout": result.stdout.dropped,
+            "stderr": result.stderr.dropped,
+        },
+        "duration_ms": u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
+        "sandbox": sandbox(result),
+        "dropped_env": result.dropped_env,
+        "error": error(&result.outcome),
+    });
+    object.to_string()
+}
+
+/// What was enforced: the helper's receipt, or an explicit "none" for full access.
+fn sandbox(result: &ExecResult<Denial>) -> Value {
+    if result.policy.is_none() {
+        return json!({
+            "mode": "none",
+            "layers": [],
+            "landlock_abi": 0,
+            "downgrades": [{
+                "restriction": "sandbox",
+                "reason": "full-access profile: the command ran without any sandbox",
+            }],
+            "unmediated": [],
+        });
+    }
+    match &result.receipt {
+        Some(receipt) => json!({
+            "mode": "helper",
+            "layers": receipt.layers,
+            "landlock_abi": receipt.landlock_abi,
+            "downgrades": receipt.downgrades,
+            "unmediated": receipt.unmediated,
+        }),
+        // The helper never reported confinement (setup error, rejection): nothing ran.
+        None => json!({
+            "mode": "helper",
+            "layers": [],
+            "landlock_abi": 0,
+            "downgrades": [],
+            "unmediated": [],
+        }),
+    }
+}
+
+fn error(outcome: &Outcome<Denial>) -> Value {
+    match outcome {
+        Outcome::SetupError {
+            step,
+            errno,
+            message,
+        } => json!({ "step": step, "errno": errno, "message": message }),
+        Outcome::ExecError { errno, message } => json!({ "errno": errno, "message": message }),
+        Outcome::Rejected { reason } => json!({ "message": reason }),
+        _ => Value::Null,
+    }
+}
+
+/// The `--json` object for a request rejected before the runtime saw it.
+pub fn rejected_json(message: &str) -> String {
+    json!({
+        "outcome": "rejected",
+        "exit_code": 125,
+        "signal": null,
+        "denials": [],
+        "stdout": "",
+        "stderr": "",
+        "truncated": { "stdout": 0, "stderr": 0 },
+        "duration_ms": 0,
+        "sandbox": null,
+        "dropped_env": [],
+        "error": { "message": message },
+    })
+    .to_string()
+}
+
+/// Lines for stderr after the command's own output (each printed with a `cordon: ` prefix).
+pub fn stderr_lines(result: &ExecResult<Denial>) -> Vec<String> {
+    let program = result
+        .argv
+        .first()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match &result.outcome {
+        Outcome::Denied { denials, .. } => denials.iter().map(ToString::to_string).collect(),
+        Outcome::SetupError { step, message, .. } => {
+            vec![format!("sandbox setup failed at step {step}: {message}")]
+        }
+        Outcome::ExecError { message, .. } => vec![format!("{program}: {message}")],
+        Outcome::TimedOut => vec![format!(
+            "timed out after {:.1}s; killed {program} and its process group",
+            result.duration.as_secs_f64()
+        )],
+        Outcome::Cancelled => vec![format!(
+            "interrupted; killed {program} and its process group"
+        )],
+        Outcome::Rejected { reason } => vec![reason.clone()],
+        Outcome::Success | Outcome::Failed { .. } | Outcome::Signaled { .. } => Vec::new(),
+    }
+}
