@@ -8,6 +8,7 @@
 pub mod classify;
 pub mod exec;
 pub mod helper;
+pub mod orchestrator;
 pub mod profile;
 
 pub use cordon_sandbox as sandbox;
