@@ -1,0 +1,135 @@
+//! `cordon run --json`, `--timeout`, `--output-limit`, `--env*`: one JSON object, exact fields.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{stderr, stdout, Tree};
+use serde_json::Value;
+
+fn json_run(tree: &Tree, args: &[&str]) -> (Option<i32>, Value) {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let out = tree.run(&full);
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "exactly one JSON line: {text}");
+    let value: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (out.status.code(), value)
+}
+
+#[test]
+fn json_reports_a_denied_write_with_its_fix() {
+    let tree = Tree::new();
+    let (code, v) = json_run(&tree, &["--", "sh", "-c", "echo hi; echo x > /etc/cordon-json-test"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(v["outcome"], "denied");
+    assert_eq!(v["exit_code"], 2);
+    assert_eq!(v["stdout"], "hi\n");
+    assert_eq!(v["denials"][0]["operation"], "file_write");
+    assert_eq!(v["denials"][0]["target"], "/etc/cordon-json-test");
+    assert_eq!(v["denials"][0]["rule"], "not under any writable root");
+    assert_eq!(v["denials"][0]["allow_with"], "--writable /etc");
+    assert_eq!(v["sandbox"]["mode"], "helper");
+    assert_eq!(v["sandbox"]["landlock_abi"], 7.min(common::landlock_abi().unwrap_or(0)));
+    assert_eq!(v["truncated"]["stdout"], 0);
+}
+
+#[test]
+fn plain_mode_prints_denials_after_the_output() {
+    let tree = Tree::new();
+    let out = tree.run(&["--", "sh", "-c", "echo x > /etc/cordon-plain-test"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    let last = err.lines().last().unwrap_or_default();
+    assert_eq!(
+        last,
+        "cordon: denied write to /etc/cordon-plain-test (not under any writable root; allow with --writable /etc)"
+    );
+}
+
+#[test]
+fn json_outcomes_for_success_failure_exec_error_and_bad_input() {
+    let tree = Tree::new();
+    let (code, v) = json_run(&tree, &["--", "true"]);
+    assert_eq!((code, v["outcome"].as_str()), (Some(0), Some("success")));
+    assert_eq!(v["denials"], serde_json::json!([]));
+    let (code, v) = json_run(&tree, &["--", "sh", "-c", "echo oops >&2; exit 3"]);
+    assert_eq!((code, v["outcome"].as_str()), (Some(3), Some("failed")));
+    assert_eq!(v["stderr"], "oops\n");
+    let (code, v) = json_run(&tree, &["--", "cordon-no-such-program"]);
+    assert_eq!((code, v["outcome"].as_str()), (Some(127), Some("exec_error")));
+    assert_eq!(v["error"]["errno"], libc::ENOENT);
+    let (code, v) = json_run(&tree, &["--", "sh", "-c", "kill -KILL $$"]);
+    assert_eq!((code, v["outcome"].as_str()), (Some(137), Some("signaled")));
+    assert_eq!(v["signal"], 9);
+    let (code, v) = json_run(&tree, &["-p", "no-such-preset", "--", "true"]);
+    assert_eq!((code, v["outcome"].as_str()), (Some(125), Some("rejected")));
+    let (code, v) = json_run(&tree, &["-p", "full-access", "--", "true"]);
+    assert_eq!((code, v["sandbox"]["mode"].as_str()), (Some(0), Some("none")));
+    assert_eq!(v["sandbox"]["downgrades"][0]["restriction"], "sandbox");
+}
+
+#[test]
+fn timeout_kills_the_tree_and_exits_124() {
+    let tree = Tree::new();
+    let started = Instant::now();
+    let (code, v) = json_run(&tree, &["--timeout", "300ms", "--", "sh", "-c", "sleep 30 & sleep 30"]);
+    assert_eq!(code, Some(124));
+    assert_eq!(v["outcome"], "timed_out");
+    // A correctness bound (the call returns), not a benchmark: generous on a shared machine.
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[test]
+fn output_limit_keeps_head_and_tail() {
+    let tree = Tree::new();
+    let (code, v) = json_run(
+        &tree,
+        &["--output-limit", "1K", "--", "sh", "-c", "printf HEAD; head -c 100000 /dev/zero | tr '\\0' x; printf TAIL"],
+    );
+    assert_eq!(code, Some(0));
+    let out = v["stdout"].as_str().unwrap();
+    assert!(out.starts_with("HEADxxx"), "{}", &out[..20]);
+    assert!(out.ends_with("xxxTAIL"));
+    let dropped = v["truncated"]["stdout"].as_u64().unwrap();
+    assert_eq!(dropped, 100_008 - 1024);
+    assert!(out.contains(&dropped.to_string()), "marker names the elided count");
+}
+
+#[test]
+fn env_flags_set_clear_and_drop_secrets() {
+    let tree = Tree::new();
+    let out = tree
+        .cordon()
+        .env("MY_API_TOKEN", "s3cr3t")
+        .env("PLAIN_SETTING", "visible")
+        .args(["run", "--json", "--env", "EXTRA=1", "--", "sh", "-c", "echo ${MY_API_TOKEN:-unset} $PLAIN_SETTING $EXTRA $CORDON_SANDBOX"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["stdout"], "unset visible 1 1\n");
+    let dropped: Vec<&str> = v["dropped_env"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(dropped.contains(&"MY_API_TOKEN"), "{dropped:?}");
+    assert!(!stdout(&out).contains("s3cr3t"), "a secret value leaked into the result");
+
+    let out = tree
+        .cordon()
+        .env("PLAIN_SETTING", "visible")
+        .args(["run", "--json", "--env-clear", "--env", "ONLY=this", "--", "/usr/bin/env"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut vars: Vec<&str> = v["stdout"].as_str().unwrap().lines().collect();
+    vars.sort();
+    assert_eq!(vars, ["CORDON_SANDBOX=1", "CORDON_SANDBOX_NETWORK_DISABLED=1", "ONLY=this"]);
+}
+
+#[test]
+fn bad_durations_and_sizes_are_rejected() {
+    let tree = Tree::new();
+    for args in [["--timeout", "soon"], ["--timeout", "0s"], ["--output-limit", "lots"]] {
+        let out = tree.run(&[args[0], args[1], "--", "true"]);
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        assert_eq!(stderr(&out).lines().count(), 1, "{args:?}: {}", stderr(&out));
+    }
+}
