@@ -38,6 +38,13 @@ const PHRASES: &[(&str, Intent)] = &[
     ("cannot touch", Intent::Write),
     ("cannot create", Intent::Write),
     ("cannot make directory", Intent::Write),
+    ("cannot mkdir", Intent::Write),
+    ("could not create", Intent::Write),
+    ("unable to create", Intent::Write),
+    ("could not write", Intent::Write),
+    ("unable to write", Intent::Write),
+    ("failed to create", Intent::Write),
+    ("failed to write", Intent::Write),
     ("cannot overwrite", Intent::Write),
     ("couldn't edit", Intent::Write),
     ("for writing", Intent::Write),
@@ -59,9 +66,36 @@ const PHRASES: &[(&str, Intent)] = &[
 
 /// Programs whose bare `prog: PATH: Permission denied` is about reading PATH.
 const READERS: &[&str] = &[
-    "cat", "head", "tail", "less", "more", "grep", "egrep", "fgrep", "rg", "wc", "sort", "uniq",
-    "cut", "diff", "cmp", "od", "xxd", "ls", "find", "du", "file", "md5sum", "sha1sum",
-    "sha256sum", "sha512sum", "awk", "gawk", "jq", "tar", "unzip",
+    "cat",
+    "head",
+    "tail",
+    "less",
+    "more",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "wc",
+    "sort",
+    "uniq",
+    "cut",
+    "diff",
+    "cmp",
+    "od",
+    "xxd",
+    "ls",
+    "find",
+    "du",
+    "file",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "awk",
+    "gawk",
+    "jq",
+    "tar",
+    "unzip",
 ];
 /// Programs whose bare `prog: PATH: Permission denied` is about writing PATH.
 const WRITERS: &[&str] = &["tee", "truncate", "install", "ln"];
@@ -90,7 +124,11 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
         if let Some(c) = PYTHON.captures(line) {
             let rename = c.get(2).is_some();
             for m in [c.get(1), c.get(2)].into_iter().flatten() {
-                let intent = if rename { Intent::Unlink } else { Intent::Unknown };
+                let intent = if rename {
+                    Intent::Unlink
+                } else {
+                    Intent::Unknown
+                };
                 out.push(Mention {
                     path: m.as_str().to_owned(),
                     intent,
@@ -114,6 +152,47 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
             continue;
         }
         out.extend(gnu_style(line, ctx));
+    }
+    out.extend(rust_style(ctx));
+    out
+}
+
+/// Rust tools (cargo, rustup) put the path and the errno on different lines of an error chain:
+///
+/// ```text
+/// Caused by:
+///   failed to create directory `/etc/x`
+///
+/// Caused by:
+///   Permission denied (os error 13)
+/// ```
+fn rust_style(ctx: &Context) -> Vec<Mention> {
+    /// How far above the errno the path may be; an error chain is a few lines per cause.
+    const LOOK_BACK: usize = 6;
+    static CAUSE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"failed to (\w+)(?: [\w ]+)? `([^`]+)`").expect("static regex")
+    });
+    let mut out = Vec::new();
+    for (i, line) in ctx.lines.iter().enumerate() {
+        if !line.contains("(os error 13)") {
+            continue;
+        }
+        let cause = ctx.lines[i.saturating_sub(LOOK_BACK)..=i]
+            .iter()
+            .rev()
+            .find_map(|l| CAUSE.captures(l));
+        if let Some(c) = cause {
+            let intent = match &c[1] {
+                "create" | "write" | "copy" | "link" | "persist" => Intent::Write,
+                "remove" | "rename" => Intent::Unlink,
+                "read" | "open" | "load" | "stat" => Intent::Read,
+                _ => Intent::Unknown,
+            };
+            out.push(Mention {
+                path: c[2].to_owned(),
+                intent,
+            });
+        }
     }
     out
 }

@@ -152,8 +152,7 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
     if e.exit_code == Some(0) {
         return Vec::new();
     }
-    if e
-        .records
+    if e.records
         .iter()
         .any(|r| matches!(r, StatusRecord::SetupError { .. }))
     {
@@ -167,7 +166,7 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         found.extend(files::message_denials(&ctx, &access));
     }
     if layer_in_force(e.records, Layer::Seccomp) {
-        found.extend(network::denials(e.policy, &ctx));
+        found.extend(network::denials(e.policy, e.cwd, &ctx));
         found.extend(network::syscall_denials(e.policy, &ctx));
     }
     dedupe(found)

@@ -7,6 +7,7 @@
 //! have one cause, the sandbox; under `enabled` the same messages mean the network itself
 //! failed, and nothing is reported.
 
+use std::path::Path;
 use std::sync::LazyLock;
 
 use cordon_sandbox::policy::{SandboxPolicy, UnixSockets};
@@ -24,6 +25,7 @@ fn re(pattern: &str) -> Regex {
 const SOCKET_WORDS: &[&str] = &[
     "socket",
     "connect",
+    "Connecting to",
     "/dev/tcp/",
     "/dev/udp/",
     "urlopen",
@@ -50,6 +52,17 @@ const RESOLVER_FAILURES: &[&str] = &[
 
 /// What tools print when a connection could not even start (curl, git's libcurl).
 const CONNECT_FAILURES: &[&str] = &["Failed to connect to", "Couldn't connect to server"];
+
+/// Programs that speak only over unix sockets, whose socket failures are never the network's.
+const UNIX_ONLY_PROGRAMS: &[&str] = &[
+    "ssh-add",
+    "ssh-agent",
+    "busctl",
+    "dbus-send",
+    "systemctl",
+    "journalctl",
+    "loginctl",
+];
 
 /// How the output says a socket operation failed.
 #[derive(Default)]
@@ -92,9 +105,16 @@ fn signals(ctx: &Context) -> Signals {
     s
 }
 
-/// The unix socket the command was talking to, when argv or output names one; `Some(None)`
-/// when it clearly used a unix socket but the path is not known.
-fn unix_socket(ctx: &Context) -> Option<Option<String>> {
+/// The unix socket the command was talking to, when argv or output names one (relative paths
+/// resolved against the cwd); `Some(None)` when it clearly used a unix socket but the path is
+/// not known (ssh-add finds its socket in the environment, which the evidence does not carry).
+fn unix_socket(ctx: &Context, cwd: &Path) -> Option<Option<String>> {
+    unix_socket_named(ctx)
+        .map(|found| found.map(|p| cwd.join(p).display().to_string()))
+        .or_else(|| UNIX_ONLY_PROGRAMS.contains(&ctx.program()).then_some(None))
+}
+
+fn unix_socket_named(ctx: &Context) -> Option<Option<String>> {
     static DIAL: LazyLock<Regex> = LazyLock::new(|| re(r"dial unix (\S+?):? "));
     static UNIX_URL: LazyLock<Regex> = LazyLock::new(|| re(r"unix://(/[^\s'`:]+)"));
     static PY_CONNECT: LazyLock<Regex> =
@@ -145,6 +165,8 @@ fn network_target(ctx: &Context) -> Option<String> {
         LazyLock::new(|| re(r#"\(\s*['"]([^'"]+)['"]\s*,\s*(\d+)\s*\)"#));
     static NODE_CONNECT: LazyLock<Regex> =
         LazyLock::new(|| re(r#"connect\(\s*(\d+)\s*,\s*['"]([^'"]+)['"]"#));
+    static CODE_HOST_PORT: LazyLock<Regex> =
+        LazyLock::new(|| re(r#"['"]([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})['"]"#));
 
     for line in &ctx.lines {
         for r in WITH_PORT.iter() {
@@ -166,6 +188,9 @@ fn network_target(ctx: &Context) -> Option<String> {
         if let Some(c) = NODE_CONNECT.captures(script) {
             return Some(format!("{}:{}", &c[2], &c[1]));
         }
+        if let Some(c) = CODE_HOST_PORT.captures(script) {
+            return Some(format!("{}:{}", &c[1], &c[2]));
+        }
     }
     for line in &ctx.lines {
         for r in HOST_ONLY.iter() {
@@ -185,13 +210,13 @@ fn network_target(ctx: &Context) -> Option<String> {
 }
 
 /// Network and unix-socket denials.
-pub(crate) fn denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Denial> {
+pub(crate) fn denials(policy: &SandboxPolicy, cwd: &Path, ctx: &Context) -> Vec<Denial> {
     let s = signals(ctx);
     if !s.eperm_socket && !s.unreachable {
         return Vec::new();
     }
     let unix_denied = policy.network.unix_sockets == UnixSockets::Deny;
-    let unix = unix_socket(ctx);
+    let unix = unix_socket(ctx, cwd);
     if let Some(target) = unix {
         if !unix_denied {
             return Vec::new();
@@ -228,11 +253,24 @@ pub(crate) fn denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Denial> {
 pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Denial> {
     // Socket rules are reported as network / unix denials; ioctl and clone are refused only for
     // particular arguments that a message cannot show, so an EPERM naming them proves nothing.
-    const NOT_HERE: &[&str] = &["socket", "socketpair", "connect", "sendto", "ioctl", "clone"];
+    const NOT_HERE: &[&str] = &[
+        "socket",
+        "socketpair",
+        "connect",
+        "sendto",
+        "ioctl",
+        "clone",
+    ];
     let user_namespace = ctx.program() == "unshare"
-        && ["-U", "--user", "-r", "--map-root-user", "--map-current-user"]
-            .iter()
-            .any(|f| ctx.has_arg(f));
+        && [
+            "-U",
+            "--user",
+            "-r",
+            "--map-root-user",
+            "--map-current-user",
+        ]
+        .iter()
+        .any(|f| ctx.has_arg(f));
     let mut out = Vec::new();
     for rule in rules(policy) {
         if rule.errno != libc::EPERM || NOT_HERE.contains(&rule.syscall) {
@@ -273,7 +311,10 @@ mod tests {
 
     #[test]
     fn words_are_whole() {
-        assert!(names_word("strace: ptrace(PTRACE_TRACEME, ...): x", "ptrace"));
+        assert!(names_word(
+            "strace: ptrace(PTRACE_TRACEME, ...): x",
+            "ptrace"
+        ));
         assert!(!names_word("PTRACE_TRACEME", "ptrace"));
         assert!(!names_word("my_ptrace_helper", "ptrace"));
     }

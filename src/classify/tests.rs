@@ -4,12 +4,15 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use cordon_sandbox::policy::SandboxPolicy;
-use cordon_sandbox::status::{ConfinementReceipt, Downgrade, Layer, Step, StatusRecord};
+use cordon_sandbox::status::{ConfinementReceipt, Downgrade, Layer, StatusRecord, Step};
 
 use super::*;
 
 fn policy(write: &[&Path], network: &str, unix: &str) -> SandboxPolicy {
-    let write: Vec<String> = write.iter().map(|p| format!("{:?}", p.display().to_string())).collect();
+    let write: Vec<String> = write
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
     SandboxPolicy::from_json(&format!(
         r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{}]}},
            "network":{{"mode":"{network}","unix_sockets":"{unix}"}},
@@ -95,7 +98,9 @@ fn an_existing_directory_is_its_own_fix() {
 #[test]
 fn success_is_never_a_denial() {
     let (_d, cwd) = workspace();
-    assert!(Case::new(&cwd, &["touch", "/etc/x"], 0, TOUCH_ETC).run().is_empty());
+    assert!(Case::new(&cwd, &["touch", "/etc/x"], 0, TOUCH_ETC)
+        .run()
+        .is_empty());
 }
 
 #[test]
@@ -124,13 +129,25 @@ fn a_layer_not_in_force_denies_nothing() {
 #[test]
 fn permission_errors_the_policy_allows_are_ordinary() {
     let (_d, cwd) = workspace();
-    let line = format!("bash: line 1: {}/locked: Permission denied\n", cwd.display());
-    assert!(Case::new(&cwd, &["bash", "-c", "echo > locked"], 1, &line).run().is_empty());
-    let line = "PermissionError: [Errno 13] Permission denied: 'locked'\n";
-    assert!(Case::new(&cwd, &["python3", "x.py"], 1, line).run().is_empty());
-    assert!(Case::new(&cwd, &["cat", "/dev/null"], 1, "cat: /dev/null: Permission denied\n")
+    let line = format!(
+        "bash: line 1: {}/locked: Permission denied\n",
+        cwd.display()
+    );
+    assert!(Case::new(&cwd, &["bash", "-c", "echo > locked"], 1, &line)
         .run()
         .is_empty());
+    let line = "PermissionError: [Errno 13] Permission denied: 'locked'\n";
+    assert!(Case::new(&cwd, &["python3", "x.py"], 1, line)
+        .run()
+        .is_empty());
+    assert!(Case::new(
+        &cwd,
+        &["cat", "/dev/null"],
+        1,
+        "cat: /dev/null: Permission denied\n"
+    )
+    .run()
+    .is_empty());
 }
 
 #[test]
@@ -147,7 +164,10 @@ fn relative_paths_resolve_against_cwd_and_through_symlinks() {
     );
     assert_eq!(
         case.one(),
-        (Operation::FileWrite, Some(outside.join("f").display().to_string()))
+        (
+            Operation::FileWrite,
+            Some(outside.join("f").display().to_string())
+        )
     );
     // Without the symlink, the same relative path is inside the workspace.
     std::fs::remove_file(cwd.join("link")).unwrap();
@@ -160,12 +180,31 @@ fn words_in_paths_and_plain_failures_are_not_evidence() {
     for (argv, exit, stderr) in [
         (&["bash", "-c", "false"][..], 1, ""),
         (&["bash", "-c", "exit 126"][..], 126, ""),
-        (&["bash", "-c", "nope"][..], 127, "bash: line 1: nope: command not found\n"),
-        (&["cat", "sandbox/denied"][..], 1, "cat: sandbox/denied: No such file or directory\n"),
-        (&["sh", "-c", "echo x"][..], 3, "sandbox: operation not permitted, access denied\n"),
-        (&["cat", "'Permission denied'"][..], 1, "cat: 'Permission denied': No such file or directory\n"),
+        (
+            &["bash", "-c", "nope"][..],
+            127,
+            "bash: line 1: nope: command not found\n",
+        ),
+        (
+            &["cat", "sandbox/denied"][..],
+            1,
+            "cat: sandbox/denied: No such file or directory\n",
+        ),
+        (
+            &["sh", "-c", "echo x"][..],
+            3,
+            "sandbox: operation not permitted, access denied\n",
+        ),
+        (
+            &["cat", "'Permission denied'"][..],
+            1,
+            "cat: 'Permission denied': No such file or directory\n",
+        ),
     ] {
-        assert!(Case::new(&cwd, argv, exit, stderr).run().is_empty(), "{argv:?}");
+        assert!(
+            Case::new(&cwd, argv, exit, stderr).run().is_empty(),
+            "{argv:?}"
+        );
     }
 }
 
@@ -197,7 +236,10 @@ fn network_failures_count_only_when_the_network_is_denied() {
     let (_d, cwd) = workspace();
     let curl = "curl: (6) Could not resolve host: example.com\n";
     let mut case = Case::new(&cwd, &["curl", "https://example.com/"], 6, curl);
-    assert_eq!(case.one(), (Operation::Network, Some("example.com:443".into())));
+    assert_eq!(
+        case.one(),
+        (Operation::Network, Some("example.com:443".into()))
+    );
     assert_eq!(case.run()[0].allow_with, "--network enabled");
     case.policy = policy(&[&cwd], "enabled", "allow");
     assert!(case.run().is_empty());
@@ -233,14 +275,22 @@ fn hardening_syscalls_name_no_fix() {
 fn duplicates_collapse() {
     let (_d, cwd) = workspace();
     let twice = format!("{TOUCH_ETC}{TOUCH_ETC}");
-    assert_eq!(Case::new(&cwd, &["touch", "/etc/cordon-unit"], 1, &twice).run().len(), 1);
+    assert_eq!(
+        Case::new(&cwd, &["touch", "/etc/cordon-unit"], 1, &twice)
+            .run()
+            .len(),
+        1
+    );
 }
 
 #[test]
 fn unenforced_carve_outs_deny_nothing() {
     let (_d, cwd) = workspace();
     let git = cwd.join(".git");
-    let line = format!("touch: cannot touch '{}/x': Permission denied\n", git.display());
+    let line = format!(
+        "touch: cannot touch '{}/x': Permission denied\n",
+        git.display()
+    );
     let mut case = Case::new(&cwd, &["touch", ".git/x"], 1, &line);
     case.policy.filesystem.read_only = vec![git.clone()];
     assert_eq!(case.one().0, Operation::FileWrite);

@@ -71,8 +71,9 @@ impl Context {
 
 /// The strings quoted in a message: GNU tools quote with '…' or ‘…’, Python with '…' or "…".
 pub(crate) fn quoted(s: &str) -> Vec<String> {
-    static QUOTED: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r#"'([^']+)'|‘([^’]+)’|"([^"]+)"|`([^`]+)`"#).expect("static regex"));
+    static QUOTED: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"'([^']+)'|‘([^’]+)’|"([^"]+)"|`([^`]+)`"#).expect("static regex")
+    });
     QUOTED
         .captures_iter(s)
         .filter_map(|c| {
