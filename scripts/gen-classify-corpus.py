@@ -261,6 +261,23 @@ case("pip-system-install-write", "network",
      ["pip3", "install", "--no-cache-dir", "--break-system-packages", "termcolor"],
      [D("file_write", "/usr/local/lib/python3.11/dist-packages/termcolor")], control=False)
 
+# ---- netcat, socat, dig (apt: netcat-openbsd socat dnsutils) ----
+case("nc-denied", "workspace", ["nc", "-z", "-w", "2", "127.0.0.1", "39157"], [D("network", "127.0.0.1:39157")])
+case("nc-enabled", "network", ["nc", "-z", "-w", "2", "127.0.0.1", "39157"])
+case("nc-v-denied", "workspace", ["nc", "-zv", "-w", "2", "127.0.0.1", "39157"], [D("network", "127.0.0.1:39157")])
+case("nc-v-enabled", "network", ["nc", "-zv", "-w", "2", "127.0.0.1", "39157"])
+case("nc-usage-error", "workspace", ["nc", "--no-such-option"])
+case("nc-unix-denied", "workspace", ["nc", "-U", "/run/cordon-probe.sock"],
+     [D("unix_socket", "/run/cordon-probe.sock")])
+case("nc-unix-allowed", "unix-allow", ["nc", "-U", "/run/cordon-probe.sock"])
+case("socat-denied", "workspace", ["socat", "-", "TCP:127.0.0.1:39157"], [D("network", "127.0.0.1:39157")])
+case("socat-enabled", "network", ["socat", "-", "TCP:127.0.0.1:39157"])
+case("socat-unix-denied", "workspace", ["socat", "-", "UNIX-CONNECT:/run/cordon-probe.sock"],
+     [D("unix_socket", "/run/cordon-probe.sock")])
+case("socat-unix-allowed", "unix-allow", ["socat", "-", "UNIX-CONNECT:/run/cordon-probe.sock"])
+case("dig-denied", "workspace", ["dig", "+tries=1", "+timeout=2", "example.com"], [D("network", "example.com")])
+case("dig-enabled", "network", ["dig", "+tries=1", "+timeout=2", "example.com"])
+
 
 def make_setup(base, setup, uid_nobody=65534):
     for rel, text in setup.get("files", {}).items():

@@ -73,15 +73,21 @@ struct Signals {
     unreachable: bool,
 }
 
-fn signals(ctx: &Context) -> Signals {
+/// Tools that fail silently (OpenBSD netcat skips an address whose `socket()` fails and exits
+/// 1 without a word); for them a bare failure under a denied network is the evidence.
+const SILENT_CLIENTS: &[&str] = &["nc", "netcat", "ncat"];
+
+fn signals(ctx: &Context, unix_path: Option<&str>) -> Signals {
     let code_uses_sockets = ctx
         .scripts
         .iter()
         .any(|s| s.contains("socket") || s.contains("net.") || s.contains("connect("));
     let mut s = Signals::default();
     for line in &ctx.lines {
-        if says_eperm(line) && (code_uses_sockets || SOCKET_WORDS.iter().any(|w| line.contains(w)))
-        {
+        let about_socket = code_uses_sockets
+            || SOCKET_WORDS.iter().any(|w| line.contains(w))
+            || unix_path.is_some_and(|p| line.contains(p));
+        if says_eperm(line) && about_socket {
             s.eperm_socket = true;
         }
         if RESOLVER_FAILURES
@@ -102,6 +108,13 @@ fn signals(ctx: &Context) -> Signals {
     {
         s.unreachable = true;
     }
+    if SILENT_CLIENTS.contains(&ctx.program())
+        && ctx.exit_code.is_some_and(|c| c != 0)
+        && ctx.stderr.trim().is_empty()
+        && !ctx.has_arg("-l")
+    {
+        s.unreachable = true;
+    }
     s
 }
 
@@ -119,9 +132,21 @@ fn unix_socket_named(ctx: &Context) -> Option<Option<String>> {
     static UNIX_URL: LazyLock<Regex> = LazyLock::new(|| re(r"unix://(/[^\s'`:]+)"));
     static PY_CONNECT: LazyLock<Regex> =
         LazyLock::new(|| re(r#"\.connect\(\s*['"]([^'"]+)['"]\s*\)"#));
+    static SOCAT_UNIX: LazyLock<Regex> = LazyLock::new(|| {
+        re(r"(?i)^(?:UNIX|UNIX-CONNECT|UNIX-CLIENT|UNIX-SENDTO|ABSTRACT-CONNECT):([^,]+)")
+    });
+    let nc = SILENT_CLIENTS.contains(&ctx.program());
     for flag in ["--unix-socket", "--abstract-unix-socket"] {
         if let Some(p) = ctx.flag_value(flag) {
             return Some(Some(p.to_owned()));
+        }
+    }
+    if nc && ctx.has_arg("-U") {
+        return Some(ctx.argv.last().cloned());
+    }
+    if ctx.program() == "socat" {
+        if let Some(c) = ctx.argv.iter().find_map(|a| SOCAT_UNIX.captures(a)) {
+            return Some(Some(c[1].to_owned()));
         }
     }
     for line in &ctx.lines {
@@ -146,7 +171,7 @@ fn unix_socket_named(ctx: &Context) -> Option<Option<String>> {
 fn network_target(ctx: &Context) -> Option<String> {
     static WITH_PORT: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         vec![
-            re(r"Failed to connect to (\S+) port (\d+)"),
+            re(r"(?i)connect to (\S+) port (\d+)"),
             re(r"connect E[A-Z]+ (\S+):(\d+)"),
             re(r"Connecting to (\S+?)(?: \([^)]*\))?(?:\|[^|]*\|)?:(\d+)\.\.\."),
             re(r"/dev/(?:tcp|udp)/([^/\s]+)/(\d+)"),
@@ -199,8 +224,8 @@ fn network_target(ctx: &Context) -> Option<String> {
             }
         }
     }
-    if ctx.program() == "getent" {
-        return ctx.argv.get(2).cloned();
+    if let Some(t) = tool_target(ctx) {
+        return Some(t);
     }
     // pip names its index only as a path; without --index-url it is PyPI.
     if ctx.program().starts_with("pip") && ctx.flag_value("--index-url").is_none() {
@@ -209,15 +234,44 @@ fn network_target(ctx: &Context) -> Option<String> {
     None
 }
 
+/// Where tools that print no address were going, from their own argv conventions.
+fn tool_target(ctx: &Context) -> Option<String> {
+    static SOCAT_NET: LazyLock<Regex> =
+        LazyLock::new(|| re(r"(?i)^(?:TCP[46]?|UDP[46]?|OPENSSL|SSL)(?:-CONNECT)?:([^:,]+):(\d+)"));
+    let positional: Vec<&str> = ctx
+        .argv
+        .iter()
+        .skip(1)
+        .map(String::as_str)
+        .filter(|a| !a.starts_with(['-', '+', '@']))
+        .collect();
+    match ctx.program() {
+        "getent" => ctx.argv.get(2).cloned(),
+        "dig" | "host" | "nslookup" => positional.first().map(|s| (*s).to_owned()),
+        "socat" => ctx
+            .argv
+            .iter()
+            .find_map(|a| SOCAT_NET.captures(a))
+            .map(|c| format!("{}:{}", &c[1], &c[2])),
+        // `nc [options] host port`: the last two plain arguments (option values such as
+        // `-w 2` are plain too, so count from the end).
+        p if SILENT_CLIENTS.contains(&p) => match positional.as_slice() {
+            [.., host, port] if port.parse::<u16>().is_ok() => Some(format!("{host}:{port}")),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Network and unix-socket denials.
 pub(crate) fn denials(policy: &SandboxPolicy, cwd: &Path, ctx: &Context) -> Vec<Denial> {
-    let s = signals(ctx);
+    let named = unix_socket_named(ctx).flatten();
+    let s = signals(ctx, named.as_deref());
     if !s.eperm_socket && !s.unreachable {
         return Vec::new();
     }
     let unix_denied = policy.network.unix_sockets == UnixSockets::Deny;
-    let unix = unix_socket(ctx, cwd);
-    if let Some(target) = unix {
+    if let Some(target) = unix_socket(ctx, cwd) {
         if !unix_denied {
             return Vec::new();
         }
