@@ -278,6 +278,25 @@ case("socat-unix-allowed", "unix-allow", ["socat", "-", "UNIX-CONNECT:/run/cordo
 case("dig-denied", "workspace", ["dig", "+tries=1", "+timeout=2", "example.com"], [D("network", "example.com")])
 case("dig-enabled", "network", ["dig", "+tries=1", "+timeout=2", "example.com"])
 
+# ---- the runtime's shape: everything under `bash -lc` (pipelines, several commands) ----
+LC = ["bash", "-lc"]
+case("wrapped-getent-denied", "workspace", LC + ["getent hosts example.com"], [D("network", "example.com")])
+case("wrapped-nc-denied", "workspace", LC + ["cd /tmp && nc -z -w 2 127.0.0.1 39157"],
+     [D("network", "127.0.0.1:39157")])
+case("wrapped-curl-unix-denied", "workspace",
+     LC + ["curl -sS --unix-socket /run/cordon-probe.sock http://localhost/_ping"],
+     [D("unix_socket", "/run/cordon-probe.sock")])
+case("wrapped-ssh-add-denied", "workspace", LC + ["SSH_AUTH_SOCK=/run/cordon-probe.sock ssh-add -l"],
+     [D("unix_socket", None)])
+case("wrapped-pipeline-masks-failure", "workspace", LC + [f"curl -sS {URL_LOCAL} | head -c 10"])
+case("wrapped-pipefail-curl-denied", "workspace", LC + [f"set -o pipefail; curl -sS {URL_LOCAL} | head -c 10"],
+     [D("network", "127.0.0.1:39157")])
+case("wrapped-build-then-write-etc", "workspace",
+     LC + ["echo building > build.log && cp build.log /etc/cordon-probe && echo done"],
+     [D("file_write", "/etc/cordon-probe")])
+case("wrapped-grep-then-false", "workspace", LC + ["grep -r denied . ; false"],
+     setup={"files": {"cwd/notes.txt": "access denied by sandbox\n"}})
+
 
 def make_setup(base, setup, uid_nobody=65534):
     for rel, text in setup.get("files", {}).items():

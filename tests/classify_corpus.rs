@@ -7,6 +7,12 @@
 //!
 //! The bar is exact: no denial that the label does not list (precision) and every listed denial
 //! found with its operation and target (recall).
+//!
+//! Every fixture is replayed twice: as it ran, and with its argv wrapped the way the runtime
+//! starts commands, `bash -lc '<argv, quoted>'`. Bash runs a lone simple command by `execve`
+//! in place of itself, so the output and exit status of the wrapped run are those of the
+//! direct run; only `execve` failures differ (bash reports them itself instead of the helper's
+//! `exec_error` record), so fixtures with an `exec_error` record are replayed as they ran only.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -87,6 +93,15 @@ fn make_base(setup: &Setup) -> (tempfile::TempDir, String) {
     (dir, base_str)
 }
 
+/// `bash -lc 'a' 'b c'` as the runtime would write it: every word single-quoted.
+fn wrap_in_shell(argv: &[String]) -> Vec<OsString> {
+    let script: Vec<String> = argv
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    vec!["bash".into(), "-lc".into(), script.join(" ").into()]
+}
+
 #[test]
 fn classify_corpus_precision_and_recall() {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
@@ -104,6 +119,7 @@ fn classify_corpus_precision_and_recall() {
     let (mut true_pos, mut false_pos, mut false_neg) = (0usize, 0usize, 0usize);
     let (mut denied_cases, mut clean_cases) = (0usize, 0usize);
     let mut failures = Vec::new();
+    let mut wrapped_replays = 0usize;
     for path in &paths {
         let text = std::fs::read_to_string(path).unwrap();
         let fixture: Fixture =
@@ -118,28 +134,43 @@ fn classify_corpus_precision_and_recall() {
             .iter()
             .map(|r| serde_json::from_str(&sub(&r.to_string())).unwrap())
             .collect();
-        let argv: Vec<OsString> = fixture.argv.iter().map(|a| sub(a).into()).collect();
+        let argv: Vec<String> = fixture.argv.iter().map(|a| sub(a)).collect();
         let cwd = PathBuf::from(sub(&fixture.cwd));
         let stdout = sub(&fixture.stdout);
         let stderr = sub(&fixture.stderr);
-        let found = find_denials(&Evidence {
-            policy: &policy,
-            cwd: &cwd,
-            argv: &argv,
-            exit_code: fixture.exit_code,
-            signal: fixture.signal,
-            records: &records,
-            stdout: stdout.as_bytes(),
-            stderr: stderr.as_bytes(),
-        });
-
-        let got: BTreeSet<Expected> = found
+        let classify = |argv: &[OsString]| -> BTreeSet<Expected> {
+            find_denials(&Evidence {
+                policy: &policy,
+                cwd: &cwd,
+                argv,
+                exit_code: fixture.exit_code,
+                signal: fixture.signal,
+                records: &records,
+                stdout: stdout.as_bytes(),
+                stderr: stderr.as_bytes(),
+            })
             .iter()
             .map(|d| Expected {
                 operation: d.operation,
                 target: d.target.clone(),
             })
-            .collect();
+            .collect()
+        };
+        let direct: Vec<OsString> = argv.iter().map(OsString::from).collect();
+        let got = classify(&direct);
+        let has_exec_error = records
+            .iter()
+            .any(|r| matches!(r, StatusRecord::ExecError { .. }));
+        if !has_exec_error {
+            let wrapped = classify(&wrap_in_shell(&argv));
+            wrapped_replays += 1;
+            if wrapped != got {
+                failures.push(format!(
+                    "{} (bash -lc): {wrapped:?} differs from direct {got:?}",
+                    fixture.name
+                ));
+            }
+        }
         let want: BTreeSet<Expected> = fixture
             .expected
             .iter()
@@ -173,7 +204,8 @@ fn classify_corpus_precision_and_recall() {
         }
     };
     println!(
-        "classify corpus: {} fixtures ({denied_cases} with denials, {clean_cases} without); \
+        "classify corpus: {} fixtures ({denied_cases} with denials, {clean_cases} without, \
+         {wrapped_replays} also replayed under bash -lc); \
          denials: {true_pos} found, {false_pos} false, {false_neg} missed; \
          precision {:.3}, recall {:.3}",
         paths.len(),

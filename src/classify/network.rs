@@ -14,7 +14,7 @@ use cordon_sandbox::policy::{SandboxPolicy, UnixSockets};
 use cordon_sandbox::syscall_rules::rules;
 use regex::Regex;
 
-use super::text::{says_eperm, url_endpoints, Context};
+use super::text::{says_eperm, url_endpoints, Command, Context};
 use super::{Denial, Operation};
 
 fn re(pattern: &str) -> Regex {
@@ -99,20 +99,21 @@ fn signals(ctx: &Context, unix_path: Option<&str>) -> Signals {
         }
     }
     // getent prints nothing: exit 2 is "not found", which for a host means no resolver answered.
-    if ctx.program() == "getent"
-        && ctx.exit_code == Some(2)
-        && matches!(
-            ctx.argv.get(1).map(String::as_str),
-            Some("hosts" | "ahosts" | "ahostsv4" | "ahostsv6")
-        )
-    {
+    let getent_hosts = ctx.commands.iter().any(|c| {
+        c.program() == "getent"
+            && matches!(
+                c.0.get(1).map(String::as_str),
+                Some("hosts" | "ahosts" | "ahostsv4" | "ahostsv6")
+            )
+    });
+    if getent_hosts && ctx.exit_code == Some(2) {
         s.unreachable = true;
     }
-    if SILENT_CLIENTS.contains(&ctx.program())
-        && ctx.exit_code.is_some_and(|c| c != 0)
-        && ctx.stderr.trim().is_empty()
-        && !ctx.has_arg("-l")
-    {
+    let silent_client = ctx
+        .commands
+        .iter()
+        .any(|c| SILENT_CLIENTS.contains(&c.program()) && !c.has_arg("-l"));
+    if silent_client && ctx.exit_code.is_some_and(|c| c != 0) && ctx.stderr.trim().is_empty() {
         s.unreachable = true;
     }
     s
@@ -124,7 +125,12 @@ fn signals(ctx: &Context, unix_path: Option<&str>) -> Signals {
 fn unix_socket(ctx: &Context, cwd: &Path) -> Option<Option<String>> {
     unix_socket_named(ctx)
         .map(|found| found.map(|p| cwd.join(p).display().to_string()))
-        .or_else(|| UNIX_ONLY_PROGRAMS.contains(&ctx.program()).then_some(None))
+        .or_else(|| {
+            ctx.commands
+                .iter()
+                .any(|c| UNIX_ONLY_PROGRAMS.contains(&c.program()))
+                .then_some(None)
+        })
 }
 
 fn unix_socket_named(ctx: &Context) -> Option<Option<String>> {
@@ -135,18 +141,19 @@ fn unix_socket_named(ctx: &Context) -> Option<Option<String>> {
     static SOCAT_UNIX: LazyLock<Regex> = LazyLock::new(|| {
         re(r"(?i)^(?:UNIX|UNIX-CONNECT|UNIX-CLIENT|UNIX-SENDTO|ABSTRACT-CONNECT):([^,]+)")
     });
-    let nc = SILENT_CLIENTS.contains(&ctx.program());
-    for flag in ["--unix-socket", "--abstract-unix-socket"] {
-        if let Some(p) = ctx.flag_value(flag) {
-            return Some(Some(p.to_owned()));
+    for cmd in &ctx.commands {
+        for flag in ["--unix-socket", "--abstract-unix-socket"] {
+            if let Some(p) = cmd.flag_value(flag) {
+                return Some(Some(p.to_owned()));
+            }
         }
-    }
-    if nc && ctx.has_arg("-U") {
-        return Some(ctx.argv.last().cloned());
-    }
-    if ctx.program() == "socat" {
-        if let Some(c) = ctx.argv.iter().find_map(|a| SOCAT_UNIX.captures(a)) {
-            return Some(Some(c[1].to_owned()));
+        if SILENT_CLIENTS.contains(&cmd.program()) && cmd.has_arg("-U") {
+            return Some(cmd.0.last().cloned());
+        }
+        if cmd.program() == "socat" {
+            if let Some(c) = cmd.0.iter().find_map(|a| SOCAT_UNIX.captures(a)) {
+                return Some(Some(c[1].to_owned()));
+            }
         }
     }
     for line in &ctx.lines {
@@ -224,32 +231,25 @@ fn network_target(ctx: &Context) -> Option<String> {
             }
         }
     }
-    if let Some(t) = tool_target(ctx) {
-        return Some(t);
-    }
-    // pip names its index only as a path; without --index-url it is PyPI.
-    if ctx.program().starts_with("pip") && ctx.flag_value("--index-url").is_none() {
-        return Some("pypi.org:443".into());
-    }
-    None
+    ctx.commands.iter().find_map(tool_target)
 }
 
 /// Where tools that print no address were going, from their own argv conventions.
-fn tool_target(ctx: &Context) -> Option<String> {
+fn tool_target(cmd: &Command) -> Option<String> {
     static SOCAT_NET: LazyLock<Regex> =
         LazyLock::new(|| re(r"(?i)^(?:TCP[46]?|UDP[46]?|OPENSSL|SSL)(?:-CONNECT)?:([^:,]+):(\d+)"));
-    let positional: Vec<&str> = ctx
-        .argv
+    let positional: Vec<&str> = cmd
+        .0
         .iter()
         .skip(1)
         .map(String::as_str)
         .filter(|a| !a.starts_with(['-', '+', '@']))
         .collect();
-    match ctx.program() {
-        "getent" => ctx.argv.get(2).cloned(),
+    match cmd.program() {
+        "getent" => cmd.0.get(2).cloned(),
         "dig" | "host" | "nslookup" => positional.first().map(|s| (*s).to_owned()),
-        "socat" => ctx
-            .argv
+        "socat" => cmd
+            .0
             .iter()
             .find_map(|a| SOCAT_NET.captures(a))
             .map(|c| format!("{}:{}", &c[1], &c[2])),
@@ -259,6 +259,10 @@ fn tool_target(ctx: &Context) -> Option<String> {
             [.., host, port] if port.parse::<u16>().is_ok() => Some(format!("{host}:{port}")),
             _ => None,
         },
+        // pip names its index only as a path; without --index-url it is PyPI.
+        p if p.starts_with("pip") && cmd.flag_value("--index-url").is_none() => {
+            Some("pypi.org:443".into())
+        }
         _ => None,
     }
 }
@@ -315,16 +319,17 @@ pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Deni
         "ioctl",
         "clone",
     ];
-    let user_namespace = ctx.program() == "unshare"
-        && [
-            "-U",
-            "--user",
-            "-r",
-            "--map-root-user",
-            "--map-current-user",
-        ]
+    const USER_NS_FLAGS: &[&str] = &[
+        "-U",
+        "--user",
+        "-r",
+        "--map-root-user",
+        "--map-current-user",
+    ];
+    let user_namespace = ctx
+        .commands
         .iter()
-        .any(|f| ctx.has_arg(f));
+        .any(|c| c.program() == "unshare" && USER_NS_FLAGS.iter().any(|f| c.has_arg(f)));
     let mut out = Vec::new();
     for rule in rules(policy) {
         if rule.errno != libc::EPERM || NOT_HERE.contains(&rule.syscall) {
