@@ -320,17 +320,19 @@ pub(crate) fn message_denials(ctx: &Context, access: &Access) -> Vec<Denial> {
 
 /// Decides a read-or-write message from the policy and the file itself.
 fn unknown_intent(access: &Access, p: PathBuf) -> Option<Denial> {
-    let write = access.write_verdict(&p)?;
-    // Refused to write; was it a write? A missing file cannot fail a read with EACCES (the
-    // kernel reports ENOENT before any permission check), so EACCES on it was a create.
+    let write = access.write_verdict(&p);
+    let read = access.read_verdict(&p);
+    // A missing file cannot fail a read with EACCES (the kernel reports ENOENT before any
+    // permission check), so EACCES on it was a create.
     if !p.exists() {
-        return Some(denial(Operation::FileWrite, &p, write));
+        return write.map(|w| denial(Operation::FileWrite, &p, w));
     }
-    if let Some(read) = access.read_verdict(&p) {
-        return Some(denial(Operation::FileRead, &p, read));
+    if let Some(r) = read {
+        return Some(denial(Operation::FileRead, &p, r));
     }
-    // Readable by policy: if its mode bits refuse reading, the EACCES can be the file's own
-    // permissions, which no profile change fixes, so it is not called a denial.
+    let write = write?;
+    // Readable by policy but not writable: if its mode bits refuse reading, the EACCES can be
+    // the file's own permissions, which no profile change fixes, so it is not called a denial.
     if mode_refuses_read(&p) == Some(true) {
         return None;
     }
