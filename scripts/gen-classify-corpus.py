@@ -78,9 +78,11 @@ URL_REMOTE = "https://example.com/"
 CASES = []
 
 
-def case(name, profile, argv, expect=(), setup=None, env=None, need_tool=True):
+def case(name, profile, argv, expect=(), setup=None, env=None, need_tool=True, control=True):
+    """control=False for cases whose uncontained run would change the machine (a global install)."""
     CASES.append({"name": name, "profile": profile, "argv": argv, "expect": list(expect),
-                  "setup": setup or {}, "env": env or {}, "need_tool": need_tool})
+                  "setup": setup or {}, "env": env or {}, "need_tool": need_tool,
+                  "control": control})
 
 
 # ---- filesystem writes that the workspace profile forbids ----
@@ -217,6 +219,84 @@ case("python-unix-socketfile-in-cwd-allowed", "unix-allow",
 case("strace-ptrace", "workspace", ["strace", "-f", "-o", "/dev/null", "true"], [D("syscall", "ptrace")])
 case("unshare-user", "workspace", ["unshare", "--user", "true"], [D("syscall", "unshare")])
 
+# ---- harder cases: look-alikes the rules must not take for denials, and more tools ----
+case("chmod000-outside-cat", "workspace", ["cat", "@BASE@/out/secret.txt"],
+     setup={"files": {"out/secret.txt": "s\n"}, "nobody000": ["out/secret.txt"]})
+case("chmod000-outside-python-read", "workspace", PY + ["open('@BASE@/out/secret.txt').read()"],
+     setup={"files": {"out/secret.txt": "s\n"}, "nobody000": ["out/secret.txt"]})
+case("stdout-has-denial-text", "workspace", SH + ["cat log.txt; exit 1"],
+     setup={"files": {"cwd/log.txt": "touch: cannot touch '/etc/passwd': Permission denied\n"
+                                      "curl: (6) Could not resolve host: example.com\n"}})
+case("stderr-replays-log", "workspace", SH + ["echo 'cat: log.txt: Permission denied' >&2; exit 1"],
+     setup={"files": {"cwd/log.txt": "x\n"}})
+case("curl-file-missing", "workspace", ["curl", "-sS", "file:///nonexistent-cordon"])
+case("git-clone-local-missing", "workspace", ["git", "clone", "/nonexistent-cordon/repo"])
+case("getent-localhost-ok", "workspace", ["getent", "hosts", "localhost"])
+case("getent-passwd-missing", "workspace", ["getent", "passwd", "nosuchuser-cordon"])
+case("exec-missing-outside-roots", "read-restricted", ["@BASE@/out/nope"], need_tool=False)
+case("node-write-etc", "workspace", NODE + ["require('fs').writeFileSync('/etc/cordon-probe','x')"],
+     [D("file_write", "/etc/cordon-probe")])
+case("node-mkdir-home", "workspace", NODE + ["require('fs').mkdirSync(process.env.HOME+'/.config-probe')"],
+     [D("file_write", "@BASE@/home/.config-probe")])
+case("cargo-new-etc", "workspace", ["cargo", "new", "--vcs", "none", "/etc/cordon-probe-dir"],
+     [D("file_write", "/etc/cordon-probe-dir")])
+case("git-init-etc", "workspace", ["git", "init", "/etc/cordon-probe-dir"],
+     [D("file_write", "/etc/cordon-probe-dir")])
+case("rm-r-out", "workspace", ["rm", "-rf", "@BASE@/out/d"], [D("file_write", "@BASE@/out/d/f")],
+     setup={"files": {"out/d/f": "f\n"}})
+case("ssh-add-denied", "workspace", ["ssh-add", "-l"], [D("unix_socket", None)],
+     env={"SSH_AUTH_SOCK": "/run/cordon-probe.sock"})
+case("ssh-add-allowed", "unix-allow", ["ssh-add", "-l"], env={"SSH_AUTH_SOCK": "/run/cordon-probe.sock"})
+case("python-unix-socketfile-in-cwd-denied", "workspace",
+     PY + ["import socket;s=socket.socket(socket.AF_UNIX);s.bind('s.sock');s.listen();c=socket.socket(socket.AF_UNIX);c.connect('s.sock');print('ok')"],
+     [D("unix_socket", "@BASE@/cwd/s.sock")])
+case("perl-socket-denied", "workspace",
+     ["perl", "-MIO::Socket::INET", "-e", "IO::Socket::INET->new(PeerAddr=>'127.0.0.1:39157') or die \"connect: $!\\n\""],
+     [D("network", "127.0.0.1:39157")])
+case("perl-socket-enabled", "network",
+     ["perl", "-MIO::Socket::INET", "-e", "IO::Socket::INET->new(PeerAddr=>'127.0.0.1:39157') or die \"connect: $!\\n\""])
+case("npm-global-install-write", "network", ["npm", "install", "-g", "left-pad", "--no-audit", "--no-fund"],
+     [D("file_write", "/usr/lib/node_modules/left-pad")], control=False)
+case("pip-system-install-write", "network",
+     ["pip3", "install", "--no-cache-dir", "--break-system-packages", "termcolor"],
+     [D("file_write", "/usr/local/lib/python3.11/dist-packages/termcolor")], control=False)
+
+# ---- netcat, socat, dig (apt: netcat-openbsd socat dnsutils) ----
+case("nc-denied", "workspace", ["nc", "-z", "-w", "2", "127.0.0.1", "39157"], [D("network", "127.0.0.1:39157")])
+case("nc-enabled", "network", ["nc", "-z", "-w", "2", "127.0.0.1", "39157"])
+case("nc-v-denied", "workspace", ["nc", "-zv", "-w", "2", "127.0.0.1", "39157"], [D("network", "127.0.0.1:39157")])
+case("nc-v-enabled", "network", ["nc", "-zv", "-w", "2", "127.0.0.1", "39157"])
+case("nc-usage-error", "workspace", ["nc", "--no-such-option"])
+case("nc-unix-denied", "workspace", ["nc", "-U", "/run/cordon-probe.sock"],
+     [D("unix_socket", "/run/cordon-probe.sock")])
+case("nc-unix-allowed", "unix-allow", ["nc", "-U", "/run/cordon-probe.sock"])
+case("socat-denied", "workspace", ["socat", "-", "TCP:127.0.0.1:39157"], [D("network", "127.0.0.1:39157")])
+case("socat-enabled", "network", ["socat", "-", "TCP:127.0.0.1:39157"])
+case("socat-unix-denied", "workspace", ["socat", "-", "UNIX-CONNECT:/run/cordon-probe.sock"],
+     [D("unix_socket", "/run/cordon-probe.sock")])
+case("socat-unix-allowed", "unix-allow", ["socat", "-", "UNIX-CONNECT:/run/cordon-probe.sock"])
+case("dig-denied", "workspace", ["dig", "+tries=1", "+timeout=2", "example.com"], [D("network", "example.com")])
+case("dig-enabled", "network", ["dig", "+tries=1", "+timeout=2", "example.com"])
+
+# ---- the runtime's shape: everything under `bash -lc` (pipelines, several commands) ----
+LC = ["bash", "-lc"]
+case("wrapped-getent-denied", "workspace", LC + ["getent hosts example.com"], [D("network", "example.com")])
+case("wrapped-nc-denied", "workspace", LC + ["cd /tmp && nc -z -w 2 127.0.0.1 39157"],
+     [D("network", "127.0.0.1:39157")])
+case("wrapped-curl-unix-denied", "workspace",
+     LC + ["curl -sS --unix-socket /run/cordon-probe.sock http://localhost/_ping"],
+     [D("unix_socket", "/run/cordon-probe.sock")])
+case("wrapped-ssh-add-denied", "workspace", LC + ["SSH_AUTH_SOCK=/run/cordon-probe.sock ssh-add -l"],
+     [D("unix_socket", None)])
+case("wrapped-pipeline-masks-failure", "workspace", LC + [f"curl -sS {URL_LOCAL} | head -c 10"])
+case("wrapped-pipefail-curl-denied", "workspace", LC + [f"set -o pipefail; curl -sS {URL_LOCAL} | head -c 10"],
+     [D("network", "127.0.0.1:39157")])
+case("wrapped-build-then-write-etc", "workspace",
+     LC + ["echo building > build.log && cp build.log /etc/cordon-probe && echo done"],
+     [D("file_write", "/etc/cordon-probe")])
+case("wrapped-grep-then-false", "workspace", LC + ["grep -r denied . ; false"],
+     setup={"files": {"cwd/notes.txt": "access denied by sandbox\n"}})
+
 
 def make_setup(base, setup, uid_nobody=65534):
     for rel, text in setup.get("files", {}).items():
@@ -314,8 +394,8 @@ def main():
         if c["need_tool"] and shutil.which(tool) is None and not tool.startswith("@"):
             left_out.append((c["name"], f"{tool} is not installed"))
             continue
-        outcome = {}
-        for which in ("sandbox", "control"):
+        outcome = {"control": {"exit_code": None, "stderr": "(not run: it would change the machine)"}}
+        for which in ("sandbox", "control") if c.get("control", True) else ("sandbox",):
             base = fresh_base()
             try:
                 make_setup(base, c["setup"])

@@ -20,7 +20,10 @@ fn json_run(tree: &Tree, args: &[&str]) -> (Option<i32>, Value) {
 #[test]
 fn json_reports_a_denied_write_with_its_fix() {
     let tree = Tree::new();
-    let (code, v) = json_run(&tree, &["--", "sh", "-c", "echo hi; echo x > /etc/cordon-json-test"]);
+    let (code, v) = json_run(
+        &tree,
+        &["--", "sh", "-c", "echo hi; echo x > /etc/cordon-json-test"],
+    );
     assert_eq!(code, Some(2));
     assert_eq!(v["outcome"], "denied");
     assert_eq!(v["exit_code"], 2);
@@ -30,7 +33,10 @@ fn json_reports_a_denied_write_with_its_fix() {
     assert_eq!(v["denials"][0]["rule"], "not under any writable root");
     assert_eq!(v["denials"][0]["allow_with"], "--writable /etc");
     assert_eq!(v["sandbox"]["mode"], "helper");
-    assert_eq!(v["sandbox"]["landlock_abi"], 7.min(common::landlock_abi().unwrap_or(0)));
+    assert_eq!(
+        v["sandbox"]["landlock_abi"],
+        7.min(common::landlock_abi().unwrap_or(0))
+    );
     assert_eq!(v["truncated"]["stdout"], 0);
 }
 
@@ -57,7 +63,10 @@ fn json_outcomes_for_success_failure_exec_error_and_bad_input() {
     assert_eq!((code, v["outcome"].as_str()), (Some(3), Some("failed")));
     assert_eq!(v["stderr"], "oops\n");
     let (code, v) = json_run(&tree, &["--", "cordon-no-such-program"]);
-    assert_eq!((code, v["outcome"].as_str()), (Some(127), Some("exec_error")));
+    assert_eq!(
+        (code, v["outcome"].as_str()),
+        (Some(127), Some("exec_error"))
+    );
     assert_eq!(v["error"]["errno"], libc::ENOENT);
     let (code, v) = json_run(&tree, &["--", "sh", "-c", "kill -KILL $$"]);
     assert_eq!((code, v["outcome"].as_str()), (Some(137), Some("signaled")));
@@ -65,7 +74,10 @@ fn json_outcomes_for_success_failure_exec_error_and_bad_input() {
     let (code, v) = json_run(&tree, &["-p", "no-such-preset", "--", "true"]);
     assert_eq!((code, v["outcome"].as_str()), (Some(125), Some("rejected")));
     let (code, v) = json_run(&tree, &["-p", "full-access", "--", "true"]);
-    assert_eq!((code, v["sandbox"]["mode"].as_str()), (Some(0), Some("none")));
+    assert_eq!(
+        (code, v["sandbox"]["mode"].as_str()),
+        (Some(0), Some("none"))
+    );
     assert_eq!(v["sandbox"]["downgrades"][0]["restriction"], "sandbox");
 }
 
@@ -73,11 +85,25 @@ fn json_outcomes_for_success_failure_exec_error_and_bad_input() {
 fn timeout_kills_the_tree_and_exits_124() {
     let tree = Tree::new();
     let started = Instant::now();
-    let (code, v) = json_run(&tree, &["--timeout", "300ms", "--", "sh", "-c", "sleep 30 & sleep 30"]);
+    let (code, v) = json_run(
+        &tree,
+        &[
+            "--timeout",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+            "sleep 30 & sleep 30",
+        ],
+    );
     assert_eq!(code, Some(124));
     assert_eq!(v["outcome"], "timed_out");
     // A correctness bound (the call returns), not a benchmark: generous on a shared machine.
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -85,7 +111,14 @@ fn output_limit_keeps_head_and_tail() {
     let tree = Tree::new();
     let (code, v) = json_run(
         &tree,
-        &["--output-limit", "1K", "--", "sh", "-c", "printf HEAD; head -c 100000 /dev/zero | tr '\\0' x; printf TAIL"],
+        &[
+            "--output-limit",
+            "1K",
+            "--",
+            "sh",
+            "-c",
+            "printf HEAD; head -c 100000 /dev/zero | tr '\\0' x; printf TAIL",
+        ],
     );
     assert_eq!(code, Some(0));
     let out = v["stdout"].as_str().unwrap();
@@ -93,7 +126,10 @@ fn output_limit_keeps_head_and_tail() {
     assert!(out.ends_with("xxxTAIL"));
     let dropped = v["truncated"]["stdout"].as_u64().unwrap();
     assert_eq!(dropped, 100_008 - 1024);
-    assert!(out.contains(&dropped.to_string()), "marker names the elided count");
+    assert!(
+        out.contains(&dropped.to_string()),
+        "marker names the elided count"
+    );
 }
 
 #[test]
@@ -103,33 +139,74 @@ fn env_flags_set_clear_and_drop_secrets() {
         .cordon()
         .env("MY_API_TOKEN", "s3cr3t")
         .env("PLAIN_SETTING", "visible")
-        .args(["run", "--json", "--env", "EXTRA=1", "--", "sh", "-c", "echo ${MY_API_TOKEN:-unset} $PLAIN_SETTING $EXTRA $CORDON_SANDBOX"])
+        .args([
+            "run",
+            "--json",
+            "--env",
+            "EXTRA=1",
+            "--",
+            "sh",
+            "-c",
+            "echo ${MY_API_TOKEN:-unset} $PLAIN_SETTING $EXTRA $CORDON_SANDBOX",
+        ])
         .output()
         .unwrap();
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["stdout"], "unset visible 1 1\n");
-    let dropped: Vec<&str> = v["dropped_env"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    let dropped: Vec<&str> = v["dropped_env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
     assert!(dropped.contains(&"MY_API_TOKEN"), "{dropped:?}");
-    assert!(!stdout(&out).contains("s3cr3t"), "a secret value leaked into the result");
+    assert!(
+        !stdout(&out).contains("s3cr3t"),
+        "a secret value leaked into the result"
+    );
 
     let out = tree
         .cordon()
         .env("PLAIN_SETTING", "visible")
-        .args(["run", "--json", "--env-clear", "--env", "ONLY=this", "--", "/usr/bin/env"])
+        .args([
+            "run",
+            "--json",
+            "--env-clear",
+            "--env",
+            "ONLY=this",
+            "--",
+            "/usr/bin/env",
+        ])
         .output()
         .unwrap();
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let mut vars: Vec<&str> = v["stdout"].as_str().unwrap().lines().collect();
     vars.sort();
-    assert_eq!(vars, ["CORDON_SANDBOX=1", "CORDON_SANDBOX_NETWORK_DISABLED=1", "ONLY=this"]);
+    assert_eq!(
+        vars,
+        [
+            "CORDON_SANDBOX=1",
+            "CORDON_SANDBOX_NETWORK_DISABLED=1",
+            "ONLY=this"
+        ]
+    );
 }
 
 #[test]
 fn bad_durations_and_sizes_are_rejected() {
     let tree = Tree::new();
-    for args in [["--timeout", "soon"], ["--timeout", "0s"], ["--output-limit", "lots"]] {
+    for args in [
+        ["--timeout", "soon"],
+        ["--timeout", "0s"],
+        ["--output-limit", "lots"],
+    ] {
         let out = tree.run(&[args[0], args[1], "--", "true"]);
         assert_eq!(out.status.code(), Some(125), "{args:?}");
-        assert_eq!(stderr(&out).lines().count(), 1, "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out).lines().count(),
+            1,
+            "{args:?}: {}",
+            stderr(&out)
+        );
     }
 }

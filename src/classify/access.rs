@@ -51,7 +51,7 @@ impl<'a> Access<'a> {
 
     fn enforced(&self, kind: &str, carve_out: &Path) -> bool {
         let name = format!("{kind}:{}", carve_out.display());
-        !self.downgraded.iter().any(|d| *d == name)
+        !self.downgraded.contains(&name)
     }
 
     /// Why a write to the resolved `path` is refused, or None when the policy allows it.

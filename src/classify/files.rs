@@ -38,6 +38,13 @@ const PHRASES: &[(&str, Intent)] = &[
     ("cannot touch", Intent::Write),
     ("cannot create", Intent::Write),
     ("cannot make directory", Intent::Write),
+    ("cannot mkdir", Intent::Write),
+    ("could not create", Intent::Write),
+    ("unable to create", Intent::Write),
+    ("could not write", Intent::Write),
+    ("unable to write", Intent::Write),
+    ("failed to create", Intent::Write),
+    ("failed to write", Intent::Write),
     ("cannot overwrite", Intent::Write),
     ("couldn't edit", Intent::Write),
     ("for writing", Intent::Write),
@@ -145,6 +152,47 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
             continue;
         }
         out.extend(gnu_style(line, ctx));
+    }
+    out.extend(rust_style(ctx));
+    out
+}
+
+/// Rust tools (cargo, rustup) put the path and the errno on different lines of an error chain:
+///
+/// ```text
+/// Caused by:
+///   failed to create directory `/etc/x`
+///
+/// Caused by:
+///   Permission denied (os error 13)
+/// ```
+fn rust_style(ctx: &Context) -> Vec<Mention> {
+    /// How far above the errno the path may be; an error chain is a few lines per cause.
+    const LOOK_BACK: usize = 6;
+    static CAUSE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"failed to (\w+)(?: [\w ]+)? `([^`]+)`").expect("static regex")
+    });
+    let mut out = Vec::new();
+    for (i, line) in ctx.lines.iter().enumerate() {
+        if !line.contains("(os error 13)") {
+            continue;
+        }
+        let cause = ctx.lines[i.saturating_sub(LOOK_BACK)..=i]
+            .iter()
+            .rev()
+            .find_map(|l| CAUSE.captures(l));
+        if let Some(c) = cause {
+            let intent = match &c[1] {
+                "create" | "write" | "copy" | "link" | "persist" => Intent::Write,
+                "remove" | "rename" => Intent::Unlink,
+                "read" | "open" | "load" | "stat" => Intent::Read,
+                _ => Intent::Unknown,
+            };
+            out.push(Mention {
+                path: c[2].to_owned(),
+                intent,
+            });
+        }
     }
     out
 }
@@ -272,17 +320,19 @@ pub(crate) fn message_denials(ctx: &Context, access: &Access) -> Vec<Denial> {
 
 /// Decides a read-or-write message from the policy and the file itself.
 fn unknown_intent(access: &Access, p: PathBuf) -> Option<Denial> {
-    let write = access.write_verdict(&p)?;
-    // Refused to write; was it a write? A missing file cannot fail a read with EACCES (the
-    // kernel reports ENOENT before any permission check), so EACCES on it was a create.
+    let write = access.write_verdict(&p);
+    let read = access.read_verdict(&p);
+    // A missing file cannot fail a read with EACCES (the kernel reports ENOENT before any
+    // permission check), so EACCES on it was a create.
     if !p.exists() {
-        return Some(denial(Operation::FileWrite, &p, write));
+        return write.map(|w| denial(Operation::FileWrite, &p, w));
     }
-    if let Some(read) = access.read_verdict(&p) {
-        return Some(denial(Operation::FileRead, &p, read));
+    if let Some(r) = read {
+        return Some(denial(Operation::FileRead, &p, r));
     }
-    // Readable by policy: if its mode bits refuse reading, the EACCES can be the file's own
-    // permissions, which no profile change fixes, so it is not called a denial.
+    let write = write?;
+    // Readable by policy but not writable: if its mode bits refuse reading, the EACCES can be
+    // the file's own permissions, which no profile change fixes, so it is not called a denial.
     if mode_refuses_read(&p) == Some(true) {
         return None;
     }

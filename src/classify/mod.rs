@@ -126,11 +126,14 @@ pub struct Evidence<'a> {
     pub argv: &'a [OsString],
     /// The exit code, when it exited.
     pub exit_code: Option<i32>,
-    /// The signal that ended it, when one did.
+    /// The signal that ended it, when one did. A killed command is not a success, so its
+    /// output is examined like any failure's.
     pub signal: Option<i32>,
     /// The helper's status records.
     pub records: &'a [StatusRecord],
-    /// What it printed on stdout.
+    /// What it printed on stdout. Not used as evidence today: stdout is the command's data
+    /// (a `cat` of a log full of "Permission denied"), and tools report errors on stderr. It is
+    /// part of the evidence so that callers need not change when a rule learns to use it.
     pub stdout: &'a [u8],
     /// What it printed on stderr.
     pub stderr: &'a [u8],
@@ -169,7 +172,7 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         found.extend(files::message_denials(&ctx, &access));
     }
     if layer_in_force(e.records, Layer::Seccomp) {
-        found.extend(network::denials(e.policy, &ctx));
+        found.extend(network::denials(e.policy, e.cwd, &ctx));
         found.extend(network::syscall_denials(e.policy, &ctx));
     }
     dedupe(found)

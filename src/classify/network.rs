@@ -7,13 +7,14 @@
 //! have one cause, the sandbox; under `enabled` the same messages mean the network itself
 //! failed, and nothing is reported.
 
+use std::path::Path;
 use std::sync::LazyLock;
 
 use cordon_sandbox::policy::{SandboxPolicy, UnixSockets};
 use cordon_sandbox::syscall_rules::rules;
 use regex::Regex;
 
-use super::text::{says_eperm, url_endpoints, Context};
+use super::text::{says_eperm, url_endpoints, Command, Context};
 use super::{Denial, Operation};
 
 fn re(pattern: &str) -> Regex {
@@ -24,6 +25,7 @@ fn re(pattern: &str) -> Regex {
 const SOCKET_WORDS: &[&str] = &[
     "socket",
     "connect",
+    "Connecting to",
     "/dev/tcp/",
     "/dev/udp/",
     "urlopen",
@@ -51,6 +53,17 @@ const RESOLVER_FAILURES: &[&str] = &[
 /// What tools print when a connection could not even start (curl, git's libcurl).
 const CONNECT_FAILURES: &[&str] = &["Failed to connect to", "Couldn't connect to server"];
 
+/// Programs that speak only over unix sockets, whose socket failures are never the network's.
+const UNIX_ONLY_PROGRAMS: &[&str] = &[
+    "ssh-add",
+    "ssh-agent",
+    "busctl",
+    "dbus-send",
+    "systemctl",
+    "journalctl",
+    "loginctl",
+];
+
 /// How the output says a socket operation failed.
 #[derive(Default)]
 struct Signals {
@@ -60,15 +73,21 @@ struct Signals {
     unreachable: bool,
 }
 
-fn signals(ctx: &Context) -> Signals {
+/// Tools that fail silently (OpenBSD netcat skips an address whose `socket()` fails and exits
+/// 1 without a word); for them a bare failure under a denied network is the evidence.
+const SILENT_CLIENTS: &[&str] = &["nc", "netcat", "ncat"];
+
+fn signals(ctx: &Context, unix_path: Option<&str>) -> Signals {
     let code_uses_sockets = ctx
         .scripts
         .iter()
         .any(|s| s.contains("socket") || s.contains("net.") || s.contains("connect("));
     let mut s = Signals::default();
     for line in &ctx.lines {
-        if says_eperm(line) && (code_uses_sockets || SOCKET_WORDS.iter().any(|w| line.contains(w)))
-        {
+        let about_socket = code_uses_sockets
+            || SOCKET_WORDS.iter().any(|w| line.contains(w))
+            || unix_path.is_some_and(|p| line.contains(p));
+        if says_eperm(line) && about_socket {
             s.eperm_socket = true;
         }
         if RESOLVER_FAILURES
@@ -80,28 +99,61 @@ fn signals(ctx: &Context) -> Signals {
         }
     }
     // getent prints nothing: exit 2 is "not found", which for a host means no resolver answered.
-    if ctx.program() == "getent"
-        && ctx.exit_code == Some(2)
-        && matches!(
-            ctx.argv.get(1).map(String::as_str),
-            Some("hosts" | "ahosts" | "ahostsv4" | "ahostsv6")
-        )
-    {
+    let getent_hosts = ctx.commands.iter().any(|c| {
+        c.program() == "getent"
+            && matches!(
+                c.0.get(1).map(String::as_str),
+                Some("hosts" | "ahosts" | "ahostsv4" | "ahostsv6")
+            )
+    });
+    if getent_hosts && ctx.exit_code == Some(2) {
+        s.unreachable = true;
+    }
+    let silent_client = ctx
+        .commands
+        .iter()
+        .any(|c| SILENT_CLIENTS.contains(&c.program()) && !c.has_arg("-l"));
+    if silent_client && ctx.exit_code.is_some_and(|c| c != 0) && ctx.stderr.trim().is_empty() {
         s.unreachable = true;
     }
     s
 }
 
-/// The unix socket the command was talking to, when argv or output names one; `Some(None)`
-/// when it clearly used a unix socket but the path is not known.
-fn unix_socket(ctx: &Context) -> Option<Option<String>> {
+/// The unix socket the command was talking to, when argv or output names one (relative paths
+/// resolved against the cwd); `Some(None)` when it clearly used a unix socket but the path is
+/// not known (ssh-add finds its socket in the environment, which the evidence does not carry).
+fn unix_socket(ctx: &Context, cwd: &Path) -> Option<Option<String>> {
+    unix_socket_named(ctx)
+        .map(|found| found.map(|p| cwd.join(p).display().to_string()))
+        .or_else(|| {
+            ctx.commands
+                .iter()
+                .any(|c| UNIX_ONLY_PROGRAMS.contains(&c.program()))
+                .then_some(None)
+        })
+}
+
+fn unix_socket_named(ctx: &Context) -> Option<Option<String>> {
     static DIAL: LazyLock<Regex> = LazyLock::new(|| re(r"dial unix (\S+?):? "));
     static UNIX_URL: LazyLock<Regex> = LazyLock::new(|| re(r"unix://(/[^\s'`:]+)"));
     static PY_CONNECT: LazyLock<Regex> =
         LazyLock::new(|| re(r#"\.connect\(\s*['"]([^'"]+)['"]\s*\)"#));
-    for flag in ["--unix-socket", "--abstract-unix-socket"] {
-        if let Some(p) = ctx.flag_value(flag) {
-            return Some(Some(p.to_owned()));
+    static SOCAT_UNIX: LazyLock<Regex> = LazyLock::new(|| {
+        re(r"(?i)^(?:UNIX|UNIX-CONNECT|UNIX-CLIENT|UNIX-SENDTO|ABSTRACT-CONNECT):([^,]+)")
+    });
+    for cmd in &ctx.commands {
+        for flag in ["--unix-socket", "--abstract-unix-socket"] {
+            if let Some(p) = cmd.flag_value(flag) {
+                return Some(Some(p.to_owned()));
+            }
+        }
+        if SILENT_CLIENTS.contains(&cmd.program()) && cmd.has_arg("-U") {
+            return Some(cmd.0.last().cloned());
+        }
+        if cmd.program() == "socat" {
+            if let Some(c) = cmd.0.iter().find_map(|a| SOCAT_UNIX.captures(a)) {
+                return Some(Some(c[1].to_owned()));
+            }
         }
     }
     for line in &ctx.lines {
@@ -126,7 +178,7 @@ fn unix_socket(ctx: &Context) -> Option<Option<String>> {
 fn network_target(ctx: &Context) -> Option<String> {
     static WITH_PORT: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         vec![
-            re(r"Failed to connect to (\S+) port (\d+)"),
+            re(r"(?i)connect to (\S+) port (\d+)"),
             re(r"connect E[A-Z]+ (\S+):(\d+)"),
             re(r"Connecting to (\S+?)(?: \([^)]*\))?(?:\|[^|]*\|)?:(\d+)\.\.\."),
             re(r"/dev/(?:tcp|udp)/([^/\s]+)/(\d+)"),
@@ -145,6 +197,8 @@ fn network_target(ctx: &Context) -> Option<String> {
         LazyLock::new(|| re(r#"\(\s*['"]([^'"]+)['"]\s*,\s*(\d+)\s*\)"#));
     static NODE_CONNECT: LazyLock<Regex> =
         LazyLock::new(|| re(r#"connect\(\s*(\d+)\s*,\s*['"]([^'"]+)['"]"#));
+    static CODE_HOST_PORT: LazyLock<Regex> =
+        LazyLock::new(|| re(r#"['"]([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})['"]"#));
 
     for line in &ctx.lines {
         for r in WITH_PORT.iter() {
@@ -166,6 +220,9 @@ fn network_target(ctx: &Context) -> Option<String> {
         if let Some(c) = NODE_CONNECT.captures(script) {
             return Some(format!("{}:{}", &c[2], &c[1]));
         }
+        if let Some(c) = CODE_HOST_PORT.captures(script) {
+            return Some(format!("{}:{}", &c[1], &c[2]));
+        }
     }
     for line in &ctx.lines {
         for r in HOST_ONLY.iter() {
@@ -174,25 +231,51 @@ fn network_target(ctx: &Context) -> Option<String> {
             }
         }
     }
-    if ctx.program() == "getent" {
-        return ctx.argv.get(2).cloned();
+    ctx.commands.iter().find_map(tool_target)
+}
+
+/// Where tools that print no address were going, from their own argv conventions.
+fn tool_target(cmd: &Command) -> Option<String> {
+    static SOCAT_NET: LazyLock<Regex> =
+        LazyLock::new(|| re(r"(?i)^(?:TCP[46]?|UDP[46]?|OPENSSL|SSL)(?:-CONNECT)?:([^:,]+):(\d+)"));
+    let positional: Vec<&str> = cmd
+        .0
+        .iter()
+        .skip(1)
+        .map(String::as_str)
+        .filter(|a| !a.starts_with(['-', '+', '@']))
+        .collect();
+    match cmd.program() {
+        "getent" => cmd.0.get(2).cloned(),
+        "dig" | "host" | "nslookup" => positional.first().map(|s| (*s).to_owned()),
+        "socat" => cmd
+            .0
+            .iter()
+            .find_map(|a| SOCAT_NET.captures(a))
+            .map(|c| format!("{}:{}", &c[1], &c[2])),
+        // `nc [options] host port`: the last two plain arguments (option values such as
+        // `-w 2` are plain too, so count from the end).
+        p if SILENT_CLIENTS.contains(&p) => match positional.as_slice() {
+            [.., host, port] if port.parse::<u16>().is_ok() => Some(format!("{host}:{port}")),
+            _ => None,
+        },
+        // pip names its index only as a path; without --index-url it is PyPI.
+        p if p.starts_with("pip") && cmd.flag_value("--index-url").is_none() => {
+            Some("pypi.org:443".into())
+        }
+        _ => None,
     }
-    // pip names its index only as a path; without --index-url it is PyPI.
-    if ctx.program().starts_with("pip") && ctx.flag_value("--index-url").is_none() {
-        return Some("pypi.org:443".into());
-    }
-    None
 }
 
 /// Network and unix-socket denials.
-pub(crate) fn denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Denial> {
-    let s = signals(ctx);
+pub(crate) fn denials(policy: &SandboxPolicy, cwd: &Path, ctx: &Context) -> Vec<Denial> {
+    let named = unix_socket_named(ctx).flatten();
+    let s = signals(ctx, named.as_deref());
     if !s.eperm_socket && !s.unreachable {
         return Vec::new();
     }
     let unix_denied = policy.network.unix_sockets == UnixSockets::Deny;
-    let unix = unix_socket(ctx);
-    if let Some(target) = unix {
+    if let Some(target) = unix_socket(ctx, cwd) {
         if !unix_denied {
             return Vec::new();
         }
@@ -236,16 +319,17 @@ pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Deni
         "ioctl",
         "clone",
     ];
-    let user_namespace = ctx.program() == "unshare"
-        && [
-            "-U",
-            "--user",
-            "-r",
-            "--map-root-user",
-            "--map-current-user",
-        ]
+    const USER_NS_FLAGS: &[&str] = &[
+        "-U",
+        "--user",
+        "-r",
+        "--map-root-user",
+        "--map-current-user",
+    ];
+    let user_namespace = ctx
+        .commands
         .iter()
-        .any(|f| ctx.has_arg(f));
+        .any(|c| c.program() == "unshare" && USER_NS_FLAGS.iter().any(|f| c.has_arg(f)));
     let mut out = Vec::new();
     for rule in rules(policy) {
         if rule.errno != libc::EPERM || NOT_HERE.contains(&rule.syscall) {
