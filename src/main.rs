@@ -52,6 +52,10 @@ struct RunArgs {
     /// Add a writable root (repeatable). Relative paths are taken from the working directory.
     #[arg(short = 'w', long = "writable", value_name = "PATH")]
     writable: Vec<PathBuf>,
+    /// Add a readable (and executable) root (repeatable). Relative paths are taken from the
+    /// working directory.
+    #[arg(short = 'r', long = "readable", value_name = "PATH")]
+    readable: Vec<PathBuf>,
     /// Network mode, overriding the profile's.
     #[arg(long, value_enum, value_name = "MODE")]
     network: Option<NetworkArg>,
@@ -182,11 +186,8 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         None => PermissionProfile::default_profile(),
     };
     let overrides = Overrides {
-        writable: args
-            .writable
-            .iter()
-            .map(|w| cwd.join(w).to_string_lossy().into_owned())
-            .collect(),
+        writable: absolute_entries(&cwd, &args.writable),
+        readable: absolute_entries(&cwd, &args.readable),
         network: args.network.map(|n| match n {
             NetworkArg::Denied => NetworkMode::Denied,
             NetworkArg::Enabled => NetworkMode::Enabled,
@@ -308,6 +309,14 @@ async fn pass_through(sandbox: &Sandbox, request: ExecRequest) -> anyhow::Result
         }
     }
     Err(anyhow!("the runtime ended without a result"))
+}
+
+/// Command-line paths as profile entries, relative ones taken from the working directory.
+fn absolute_entries(cwd: &Path, paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| cwd.join(p).to_string_lossy().into_owned())
+        .collect()
 }
 
 /// Parses `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).

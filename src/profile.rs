@@ -285,6 +285,8 @@ pub struct Resolved {
 pub struct Overrides {
     /// Extra writable roots (`-w`).
     pub writable: Vec<String>,
+    /// Extra readable roots (`-r`).
+    pub readable: Vec<String>,
     /// `--network`.
     pub network: Option<NetworkMode>,
     /// `--allow-unix-sockets`.
@@ -428,6 +430,7 @@ impl PermissionProfile {
     pub fn with_overrides(mut self, overrides: &Overrides) -> PermissionProfile {
         if let Some(rules) = &mut self.rules {
             rules.write.extend(overrides.writable.iter().cloned());
+            rules.read.extend(overrides.readable.iter().cloned());
             if let Some(mode) = overrides.network {
                 rules.network = mode;
             }

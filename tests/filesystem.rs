@@ -213,3 +213,28 @@ print(" ".join(l.split()[1] for l in open("/proc/self/status") if l.startswith("
         stderr(&out)
     );
 }
+
+#[test]
+fn extra_readable_root_from_the_command_line() {
+    require_landlock!(1);
+    let tree = Tree::new();
+    fs::write(tree.outside.join("f"), "readable\n").unwrap();
+    let profile = tree.cwd.join("narrow.toml");
+    fs::write(
+        &profile,
+        "[filesystem]\nread = [\"/usr\", \"/lib\", \"/lib64\", \"/bin\"]\n",
+    )
+    .unwrap();
+    let target = tree.outside.join("f");
+    let target = target.to_str().unwrap();
+    let out = tree.run(&["-p", "narrow.toml", "--", "/bin/cat", target]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("denied read of {target}")),
+        "{}",
+        stderr(&out)
+    );
+    let outside = tree.outside.to_str().unwrap();
+    let out = tree.run(&["-p", "narrow.toml", "-r", outside, "--", "/bin/cat", target]);
+    assert_eq!(common::stdout(&out), "readable\n", "{}", stderr(&out));
+}
