@@ -1,0 +1,3 @@
+//! cordon: sandboxed execution of shell commands (parent side).
+
+pub mod snapshot;

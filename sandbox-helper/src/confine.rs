@@ -61,7 +61,11 @@ impl Args {
                     .ok_or_else(|| bad(format!("{name} needs a value")))
             };
             match arg.to_str() {
-                Some("--policy") => set_once(&mut policy, PolicySource::Inline(value("--policy")?), "--policy")?,
+                Some("--policy") => set_once(
+                    &mut policy,
+                    PolicySource::Inline(value("--policy")?),
+                    "--policy",
+                )?,
                 Some("--policy-file") => set_once(
                     &mut policy,
                     PolicySource::File(value("--policy-file")?.into()),
@@ -74,7 +78,11 @@ impl Args {
                         .to_str()
                         .and_then(|s| s.parse::<RawFd>().ok())
                         .filter(|&fd| fd > 2)
-                        .ok_or_else(|| bad(format!("--status-fd {v:?} is not a descriptor number above 2")))?;
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "--status-fd {v:?} is not a descriptor number above 2"
+                            ))
+                        })?;
                     set_once(&mut status_fd, fd, "--status-fd")?;
                 }
                 Some("--") => {
@@ -99,7 +107,9 @@ impl Args {
 
 fn set_once<T>(slot: &mut Option<T>, value: T, name: &str) -> Result<(), SetupError> {
     if slot.is_some() {
-        return Err(SetupError::Arguments(format!("{name} given twice (or with its alternative)")));
+        return Err(SetupError::Arguments(format!(
+            "{name} given twice (or with its alternative)"
+        )));
     }
     *slot = Some(value);
     Ok(())
@@ -153,7 +163,8 @@ impl Env {
             .map_err(|_| SetupError::Arguments("an argument contains a NUL byte".into()))?;
 
         let knob = std::env::var(landlock_rules::ABI_CAP_ENV).ok();
-        let landlock_abi = landlock_rules::effective_abi(landlock_rules::kernel_abi(), knob.as_deref());
+        let landlock_abi =
+            landlock_rules::effective_abi(landlock_rules::kernel_abi(), knob.as_deref());
         let layer_downgrades = landlock_rules::downgrades(&policy, landlock_abi);
         let carve_out_downgrades = carve_out_downgrades(&policy);
         refuse_if_required(policy.enforcement.missing_layer, &layer_downgrades)?;
@@ -167,7 +178,10 @@ impl Env {
             argv,
             parent,
             landlock_abi,
-            downgrades: layer_downgrades.into_iter().chain(carve_out_downgrades).collect(),
+            downgrades: layer_downgrades
+                .into_iter()
+                .chain(carve_out_downgrades)
+                .collect(),
             seccomp,
         })
     }
@@ -182,9 +196,7 @@ impl Env {
     /// Confines the process and execs the command. Returns only on failure.
     pub fn run(&self) -> RunError {
         match self.confine() {
-            Ok(()) => RunError::Exec {
-                errno: self.exec(),
-            },
+            Ok(()) => RunError::Exec { errno: self.exec() },
             Err(e) => RunError::Setup(e),
         }
     }
@@ -235,7 +247,9 @@ impl Env {
         // SAFETY: `ptrs` is a NULL-terminated array of pointers into CStrings that live in
         // `self` for the duration of the call.
         unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
-        io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOEXEC)
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOEXEC)
     }
 
     /// Writes a record on the status fd, or on stderr when there is none (standalone use).
@@ -257,7 +271,10 @@ pub fn report(status: Option<BorrowedFd<'_>>, record: &StatusRecord) -> io::Resu
     match record {
         StatusRecord::Confined(receipt) => {
             for d in &receipt.downgrades {
-                eprintln!("cordon-sandbox: not enforced: {} ({})", d.restriction, d.reason);
+                eprintln!(
+                    "cordon-sandbox: not enforced: {} ({})",
+                    d.restriction, d.reason
+                );
             }
         }
         StatusRecord::SetupError { message, .. } => eprintln!("cordon-sandbox: {message}"),
@@ -285,7 +302,8 @@ fn prepare_status_fd(fd: RawFd) -> Result<RawFd, SetupError> {
 
 fn carve_out_downgrades(policy: &SandboxPolicy) -> Vec<Downgrade> {
     let fs = &policy.filesystem;
-    let reason = "carve-outs need the mount-namespace layer, which this helper does not build yet; \
+    let reason =
+        "carve-outs need the mount-namespace layer, which this helper does not build yet; \
                   Landlock rights cannot be subtracted beneath a granted root";
     fs.read_only
         .iter()
@@ -298,7 +316,10 @@ fn carve_out_downgrades(policy: &SandboxPolicy) -> Vec<Downgrade> {
         .collect()
 }
 
-fn refuse_if_required(enforcement: Enforcement, downgrades: &[Downgrade]) -> Result<(), SetupError> {
+fn refuse_if_required(
+    enforcement: Enforcement,
+    downgrades: &[Downgrade],
+) -> Result<(), SetupError> {
     match (enforcement, downgrades.first()) {
         (Enforcement::Refuse, Some(d)) => Err(SetupError::Refused {
             restriction: d.restriction.clone(),

@@ -10,8 +10,8 @@ use std::io;
 use std::path::Path;
 
 use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 use crate::error::SetupError;
@@ -126,14 +126,12 @@ pub fn apply(policy: &SandboxPolicy, abi: u32) -> Result<Vec<Layer>, SetupError>
     let ll_abi = ABI::from(abi as i32);
     let handled = AccessFs::from_all(ll_abi);
     let read = AccessFs::from_read(ll_abi);
-    let device = (AccessFs::ReadFile
-        | AccessFs::WriteFile
-        | AccessFs::Truncate
-        | AccessFs::IoctlDev)
-        & handled;
+    let device =
+        (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev)
+            & handled;
 
-    let ports_wanted = abi >= 4
-        && (policy.network.tcp_connect.is_some() || policy.network.tcp_bind.is_some());
+    let ports_wanted =
+        abi >= 4 && (policy.network.tcp_connect.is_some() || policy.network.tcp_bind.is_some());
     let mut net_handled = BitFlags::<AccessNet>::EMPTY;
     if ports_wanted && policy.network.tcp_connect.is_some() {
         net_handled |= AccessNet::ConnectTcp;

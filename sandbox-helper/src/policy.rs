@@ -224,10 +224,18 @@ impl SandboxPolicy {
         }
         for path in &fs.write {
             if fs.deny_read.contains(path) {
-                return Err(contradiction(path, "filesystem.write", "filesystem.deny_read"));
+                return Err(contradiction(
+                    path,
+                    "filesystem.write",
+                    "filesystem.deny_read",
+                ));
             }
             if fs.read_only.contains(path) {
-                return Err(contradiction(path, "filesystem.write", "filesystem.read_only"));
+                return Err(contradiction(
+                    path,
+                    "filesystem.write",
+                    "filesystem.read_only",
+                ));
             }
             if let Some(deny) = fs.deny_read.iter().find(|d| path.starts_with(d)) {
                 return Err(PolicyError::WritableUnderDenyRead {
@@ -238,12 +246,20 @@ impl SandboxPolicy {
         }
         for path in &fs.read {
             if fs.deny_read.contains(path) {
-                return Err(contradiction(path, "filesystem.read", "filesystem.deny_read"));
+                return Err(contradiction(
+                    path,
+                    "filesystem.read",
+                    "filesystem.deny_read",
+                ));
             }
         }
         for path in &fs.read_only {
             if fs.deny_read.contains(path) {
-                return Err(contradiction(path, "filesystem.read_only", "filesystem.deny_read"));
+                return Err(contradiction(
+                    path,
+                    "filesystem.read_only",
+                    "filesystem.deny_read",
+                ));
             }
             if !fs.write.iter().any(|w| path.starts_with(w)) {
                 return Err(PolicyError::ReadOnlyOutsideWritable(path.clone()));
@@ -283,7 +299,9 @@ impl SandboxPolicy {
                 )));
             }
             if value.contains('\0') {
-                return Err(PolicyError::Marker(format!("{name} has a NUL byte in its value")));
+                return Err(PolicyError::Marker(format!(
+                    "{name} has a NUL byte in its value"
+                )));
             }
         }
         for (name, value) in derived_markers(self.network.mode) {
@@ -373,7 +391,9 @@ mod tests {
 
     #[test]
     fn unknown_field_is_named() {
-        let json = base().to_json().replace("\"version\"", "\"colour\":1,\"version\"");
+        let json = base()
+            .to_json()
+            .replace("\"version\"", "\"colour\":1,\"version\"");
         let err = SandboxPolicy::from_json(&json).unwrap_err().to_string();
         assert!(err.contains("unknown field `colour`"), "{err}");
     }
@@ -395,7 +415,10 @@ mod tests {
     fn rejects_contradictions() {
         let mut policy = base();
         policy.filesystem.deny_read = vec!["/work".into()];
-        assert!(matches!(policy.validate(), Err(PolicyError::Contradiction { .. })));
+        assert!(matches!(
+            policy.validate(),
+            Err(PolicyError::Contradiction { .. })
+        ));
 
         let mut policy = base();
         policy.filesystem.deny_read = vec!["/".into()];

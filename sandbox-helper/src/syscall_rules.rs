@@ -60,7 +60,13 @@ pub struct SyscallRule {
     pub reason: &'static str,
 }
 
-fn rule(syscall: &'static str, nr: i64, when: &[Arg], errno: i32, reason: &'static str) -> SyscallRule {
+fn rule(
+    syscall: &'static str,
+    nr: i64,
+    when: &[Arg],
+    errno: i32,
+    reason: &'static str,
+) -> SyscallRule {
     SyscallRule {
         syscall,
         nr,
@@ -131,10 +137,20 @@ pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
     ];
     let network_denied = policy.network.mode.is_denied();
     if network_denied {
-        r.push(rule("socket", SYS_socket, &[Arg::Ne32(0, UNIX_FAMILY)], EPERM,
-            "network mode denied: only AF_UNIX sockets may be created"));
-        r.push(rule("socketpair", SYS_socketpair, &[Arg::Ne32(0, UNIX_FAMILY)], EPERM,
-            "network mode denied: only AF_UNIX socket pairs may be created"));
+        r.push(rule(
+            "socket",
+            SYS_socket,
+            &[Arg::Ne32(0, UNIX_FAMILY)],
+            EPERM,
+            "network mode denied: only AF_UNIX sockets may be created",
+        ));
+        r.push(rule(
+            "socketpair",
+            SYS_socketpair,
+            &[Arg::Ne32(0, UNIX_FAMILY)],
+            EPERM,
+            "network mode denied: only AF_UNIX socket pairs may be created",
+        ));
     }
     if policy.network.unix_sockets == UnixSockets::Deny {
         if network_denied {
@@ -151,8 +167,16 @@ pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
         }
         r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, UNIX_FAMILY), Arg::Masked32(1, SOCK_TYPE_MASK, DGRAM_TYPE)], EPERM,
             "unix sockets denied: sendmsg's destination is invisible to seccomp, so no unix datagram sockets"));
-        r.push(rule("socketpair", SYS_socketpair, &[Arg::Eq32(0, UNIX_FAMILY), Arg::Masked32(1, SOCK_TYPE_MASK, DGRAM_TYPE)], EPERM,
-            "unix sockets denied: a datagram pair can still sendmsg to a named socket outside"));
+        r.push(rule(
+            "socketpair",
+            SYS_socketpair,
+            &[
+                Arg::Eq32(0, UNIX_FAMILY),
+                Arg::Masked32(1, SOCK_TYPE_MASK, DGRAM_TYPE),
+            ],
+            EPERM,
+            "unix sockets denied: a datagram pair can still sendmsg to a named socket outside",
+        ));
     }
     r
 }
@@ -196,7 +220,11 @@ pub fn compile(rules: &[SyscallRule]) -> Result<Vec<BpfProgram>, SetupError> {
             .map(|&a| condition(a))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| compile_error(&e))?;
-        let chain = by_errno.entry(r.errno).or_default().entry(r.nr).or_default();
+        let chain = by_errno
+            .entry(r.errno)
+            .or_default()
+            .entry(r.nr)
+            .or_default();
         if conditions.is_empty() {
             // seccompiler expresses "always" as an empty rule chain.
             chain.clear();
@@ -233,7 +261,12 @@ fn x32_program() -> BpfProgram {
     const X32_SYSCALL_BIT: u32 = 0x4000_0000;
     const ARCH_OFFSET: u32 = 4;
     const NR_OFFSET: u32 = 0;
-    let stmt = |code, k| sock_filter { code, jt: 0, jf: 0, k };
+    let stmt = |code, k| sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
     let jump = |code, k, jt, jf| sock_filter { code, jt, jf, k };
     vec![
         stmt(LD_W_ABS, ARCH_OFFSET),
@@ -294,7 +327,9 @@ mod tests {
         let rules = rules(&policy(NetworkMode::Enabled, UnixSockets::Deny));
         assert!(!rules.iter().any(|r| r.syscall == "connect"));
         let rules = rules_for_allow();
-        assert!(!rules.iter().any(|r| r.syscall == "connect" || r.syscall == "socket"));
+        assert!(!rules
+            .iter()
+            .any(|r| r.syscall == "connect" || r.syscall == "socket"));
     }
 
     fn rules_for_allow() -> Vec<SyscallRule> {
