@@ -10,5 +10,6 @@ pub mod exec;
 pub mod helper;
 pub mod orchestrator;
 pub mod profile;
+pub mod snapshot;
 
 pub use cordon_sandbox as sandbox;

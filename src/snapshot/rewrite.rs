@@ -1,0 +1,383 @@
+//! Using a snapshot: rewrite `<shell> -lc <script>` into `<shell> -c <wrapper>`.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+use super::quote::{is_identifier, push_quoted};
+use super::shell::ShellKind;
+use super::SnapshotRef;
+
+/// Variables that always win over a snapshot: the sandbox markers (the helper sets them per
+/// command) and proxy settings (the runtime may point them at its own proxy). Explicit
+/// overrides from the request are added by the caller.
+pub const ALWAYS_KEEP: &[&str] = &[
+    cordon_sandbox::policy::MARKER_SANDBOX,
+    cordon_sandbox::policy::MARKER_NETWORK_DISABLED,
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "FTP_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "ftp_proxy",
+];
+
+/// The variable naming an extra file the wrapper sources after the session `env/` directory.
+pub const ENV_FILE_VAR: &str = "CORDON_ENV_FILE";
+
+/// A file descriptor the wrapper reports the final working directory on. Single digits only,
+/// because dash cannot redirect to descriptors above 9; 0-2 are the command's own streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportFd(u8);
+
+impl ReportFd {
+    /// `Some` for 3..=9.
+    pub fn new(fd: u8) -> Option<ReportFd> {
+        (3..=9).contains(&fd).then_some(ReportFd(fd))
+    }
+
+    /// The descriptor number.
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+/// How [`rewrite_argv`] wraps a command.
+#[derive(Debug, Clone)]
+pub struct RewriteOptions {
+    /// The snapshot to source; without one nothing is rewritten.
+    pub snapshot: Option<SnapshotRef>,
+    /// Variables whose run-time values win over the snapshot (set, or unset). Names that are
+    /// not shell identifiers are skipped: a shell never touches such variables, and a snapshot
+    /// never contains them, so they already pass through unchanged.
+    pub keep_vars: Vec<String>,
+    /// A session `env/` directory whose files are sourced in byte order of their names.
+    pub env_dir: Option<PathBuf>,
+    /// The runtime's own `PATH` entries, prepended in this order. Entries containing `:` or
+    /// NUL cannot be expressed in `PATH` and are skipped.
+    pub path_prepend: Vec<PathBuf>,
+    /// When set, `pwd -P` of where the script ended is written to this descriptor, also when
+    /// the script calls `exit` (but not when it replaces the `EXIT` trap or is killed).
+    pub report_cwd_fd: Option<ReportFd>,
+    /// bash only: turn on `expand_aliases` before the script. Off by default, matching plain
+    /// `bash -c`, because interactive aliases such as `rm='rm -i'` silently change what a
+    /// non-interactive command does. The aliases are restored either way, and the snapshot
+    /// turns alias expansion on when the user's startup files did.
+    pub bash_expand_aliases: bool,
+}
+
+impl RewriteOptions {
+    /// Options for `snapshot` keeping [`ALWAYS_KEEP`], with nothing else.
+    pub fn new(snapshot: SnapshotRef) -> Self {
+        RewriteOptions {
+            snapshot: Some(snapshot),
+            keep_vars: ALWAYS_KEEP.iter().map(|s| s.to_string()).collect(),
+            env_dir: None,
+            path_prepend: Vec::new(),
+            report_cwd_fd: None,
+            bash_expand_aliases: false,
+        }
+    }
+}
+
+/// Rewrites `[shell, "-lc", script, extra...]` into `[shell, "-c", wrapper]` (plus `extra[0]`
+/// as `$0` when given) if the options carry a snapshot for the same kind of shell; any other
+/// argv is returned unchanged. Pure: it reads neither the file system nor the environment.
+///
+/// The script runs in the wrapper shell itself (through `eval`), not in a fresh `exec`ed
+/// shell, because functions, aliases and options do not survive `exec`; `$0` and the
+/// positional parameters are those `<shell> -c script extra...` would have given it.
+pub fn rewrite_argv(argv: &[OsString], opts: &RewriteOptions) -> Vec<OsString> {
+    let Some(snapshot) = opts.snapshot.as_ref() else {
+        return argv.to_vec();
+    };
+    let (shell, script, extra) = match argv {
+        [shell, flag, script, extra @ ..] if flag.as_bytes() == b"-lc" => (shell, script, extra),
+        _ => return argv.to_vec(),
+    };
+    if ShellKind::from_path(Path::new(shell)) != Some(snapshot.kind) {
+        return argv.to_vec();
+    }
+    // A NUL cannot reach a shell through argv, so such a command fails to start either way;
+    // leave it to fail exactly as it would have.
+    let has_nul = |s: &OsString| s.as_bytes().contains(&0);
+    if has_nul(script)
+        || extra.iter().any(has_nul)
+        || snapshot.path.as_os_str().as_bytes().contains(&0)
+    {
+        return argv.to_vec();
+    }
+
+    let wrapper = build_wrapper(
+        snapshot,
+        opts,
+        script.as_bytes(),
+        extra.get(1..).unwrap_or(&[]),
+    );
+    let mut out = vec![
+        shell.clone(),
+        OsString::from("-c"),
+        OsString::from_vec(wrapper),
+    ];
+    if let Some(zero) = extra.first() {
+        out.push(zero.clone());
+    }
+    out
+}
+
+/// Shell text for the wrapper. Everything after the snapshot is sourced calls builtins through
+/// `builtin` (bash, zsh) or `command` (sh) with a leading backslash, because the snapshot may
+/// define functions or aliases with the same names (`cd`, `pwd` and `export` wrappers exist in
+/// the wild).
+fn build_wrapper(
+    snap: &SnapshotRef,
+    opts: &RewriteOptions,
+    script: &[u8],
+    args: &[OsString],
+) -> Vec<u8> {
+    let kind = snap.kind;
+    let b: &[u8] = match kind {
+        ShellKind::Bash | ShellKind::Zsh => b"\\builtin ",
+        ShellKind::Sh => b"\\command ",
+    };
+    let mut w: Vec<u8> = Vec::with_capacity(script.len() + 1024);
+    let keep: Vec<&[u8]> = opts
+        .keep_vars
+        .iter()
+        .map(|s| s.as_bytes())
+        .filter(|n| is_identifier(n) && !n.starts_with(b"__cordon_"))
+        .collect();
+
+    // 1. Save the variables that must win, reading them now, at run time.
+    for (i, name) in keep.iter().enumerate() {
+        w.extend_from_slice(format!("__cordon_s{i}=${{").as_bytes());
+        w.extend_from_slice(name);
+        w.extend_from_slice(format!("+x}} __cordon_v{i}=${{").as_bytes());
+        w.extend_from_slice(name);
+        w.extend_from_slice(b"-}\n");
+    }
+
+    // 2. List the env/ files before the snapshot can change glob options. The positional
+    //    parameters are free scratch space here; the script's own are set just before it runs.
+    w.extend_from_slice(b);
+    w.extend_from_slice(b"set --\n");
+    if let Some(dir) = &opts.env_dir {
+        let mut qdir = Vec::new();
+        push_quoted(&mut qdir, dir.as_os_str().as_bytes());
+        w.extend_from_slice(b"if ");
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"test -d ");
+        w.extend_from_slice(&qdir);
+        w.extend_from_slice(b"; then ");
+        // Byte order: bash and zsh sort globs by the collation locale, dash by strcmp.
+        if kind != ShellKind::Sh {
+            w.extend_from_slice(b"__cordon_ls=${LC_ALL+x} __cordon_lv=${LC_ALL-}; LC_ALL=C; ");
+        }
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"set -- ");
+        w.extend_from_slice(&qdir);
+        // zsh aborts on a glob without matches; (N) makes it expand to nothing.
+        w.extend_from_slice(if kind == ShellKind::Zsh {
+            b"/*(N)"
+        } else {
+            b"/*"
+        });
+        if kind != ShellKind::Sh {
+            w.extend_from_slice(b"; if ");
+            w.extend_from_slice(b);
+            w.extend_from_slice(b"test -n \"$__cordon_ls\"; then LC_ALL=$__cordon_lv; else ");
+            w.extend_from_slice(b);
+            w.extend_from_slice(b"unset LC_ALL; fi");
+        }
+        w.extend_from_slice(b"; fi\n");
+    }
+
+    // 3. The snapshot. Its failure is ignored: a partly applied snapshot beats no command.
+    //    `command .` keeps dash from exiting on an error in the sourced file.
+    let mut qsnap = Vec::new();
+    push_quoted(&mut qsnap, snap.path.as_os_str().as_bytes());
+    w.extend_from_slice(b"if ");
+    w.extend_from_slice(b);
+    w.extend_from_slice(b"test -r ");
+    w.extend_from_slice(&qsnap);
+    w.extend_from_slice(b"; then ");
+    w.extend_from_slice(b);
+    w.extend_from_slice(b". ");
+    w.extend_from_slice(&qsnap);
+    w.extend_from_slice(b" </dev/null >/dev/null 2>&1 || :; fi\n");
+
+    // 4. env/ files in order, then $CORDON_ENV_FILE. A name without a slash is made relative
+    //    to the working directory, since `.` would otherwise search PATH for it.
+    if opts.env_dir.is_some() {
+        w.extend_from_slice(b"for __cordon_f in \"$@\"; do if ");
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"test -f \"$__cordon_f\"; then ");
+        w.extend_from_slice(b);
+        w.extend_from_slice(b". \"$__cordon_f\" || :; fi; done\n");
+    }
+    w.extend_from_slice(format!("if {0}test -n \"${{{ENV_FILE_VAR}:-}}\"; then __cordon_f=${ENV_FILE_VAR}; case $__cordon_f in */*) ;; *) __cordon_f=./$__cordon_f;; esac; if {0}test -r \"$__cordon_f\"; then {0}. \"$__cordon_f\" || :; fi; fi\n",
+        String::from_utf8_lossy(b)).as_bytes());
+
+    // 5. Restore the saved variables: exported with their run-time value, or unset.
+    for (i, name) in keep.iter().enumerate() {
+        w.extend_from_slice(
+            format!(
+                "if {0}test -n \"$__cordon_s{i}\"; then ",
+                String::from_utf8_lossy(b)
+            )
+            .as_bytes(),
+        );
+        w.extend_from_slice(name);
+        w.extend_from_slice(format!("=$__cordon_v{i}; ").as_bytes());
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"export ");
+        w.extend_from_slice(name);
+        w.extend_from_slice(b"; else ");
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"unset ");
+        w.extend_from_slice(name);
+        w.extend_from_slice(b"; fi\n");
+    }
+
+    // 6. The runtime's PATH entries go first.
+    let entries: Vec<&[u8]> = opts
+        .path_prepend
+        .iter()
+        .map(|p| p.as_os_str().as_bytes())
+        .filter(|p| !p.is_empty() && !p.contains(&b':') && !p.contains(&0))
+        .collect();
+    if !entries.is_empty() {
+        w.extend_from_slice(b"PATH=");
+        push_quoted(&mut w, &entries.join(&b':'));
+        w.extend_from_slice(b"${PATH:+:$PATH}; ");
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"export PATH\n");
+    }
+
+    // Scratch variables must not leak into the script's view of the shell.
+    w.extend_from_slice(b);
+    w.extend_from_slice(b"unset __cordon_f __cordon_ls __cordon_lv");
+    for i in 0..keep.len() {
+        w.extend_from_slice(format!(" __cordon_s{i} __cordon_v{i}").as_bytes());
+    }
+    w.push(b'\n');
+
+    if kind == ShellKind::Bash && opts.bash_expand_aliases {
+        w.extend_from_slice(b"\\builtin shopt -s expand_aliases\n");
+    }
+
+    // 7. The working directory report runs from an EXIT trap so that `exit` inside the script
+    //    still reports; the trap re-exits with the script's status.
+    if let Some(fd) = opts.report_cwd_fd {
+        let bs = String::from_utf8_lossy(b);
+        w.extend_from_slice(
+            format!(
+                "{bs}trap '__cordon_rc=$?; {{ {bs}pwd -P >&{fd}; }} 2>/dev/null; {bs}exit \"$__cordon_rc\"' EXIT\n",
+                fd = fd.get()
+            )
+            .as_bytes(),
+        );
+    }
+
+    // 8. The script, in this shell, with its positional parameters.
+    w.extend_from_slice(b);
+    w.extend_from_slice(b"set --");
+    for a in args {
+        w.push(b' ');
+        push_quoted(&mut w, a.as_bytes());
+    }
+    w.push(b'\n');
+    w.extend_from_slice(b);
+    w.extend_from_slice(b"eval ");
+    push_quoted(&mut w, script);
+    w.push(b'\n');
+    w
+}
+
+/// The snapshot directory when the sandbox's readable roots do not already cover it; the
+/// caller must then add it as a read-only root, or the wrapper cannot source the snapshot.
+/// Both sides are compared component-wise, so they must be canonical (as
+/// `SandboxPolicy` paths are).
+pub fn readable_root_needed(read_roots: &[PathBuf], snapshot_dir: &Path) -> Option<PathBuf> {
+    if read_roots.iter().any(|root| snapshot_dir.starts_with(root)) {
+        None
+    } else {
+        Some(snapshot_dir.to_path_buf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(kind: ShellKind) -> RewriteOptions {
+        RewriteOptions::new(SnapshotRef {
+            path: PathBuf::from("/snap/s.1.sh"),
+            kind,
+        })
+    }
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn snapshot_rewrite_leaves_other_argv_alone() {
+        let o = opts(ShellKind::Bash);
+        for argv in [
+            os(&["bash", "-c", "echo"]),
+            os(&["zsh", "-lc", "echo"]),
+            os(&["bash", "-lc"]),
+            os(&["python3", "-lc", "x"]),
+            os(&[]),
+        ] {
+            assert_eq!(rewrite_argv(&argv, &o), argv);
+        }
+        let none = RewriteOptions {
+            snapshot: None,
+            ..o.clone()
+        };
+        let argv = os(&["bash", "-lc", "echo"]);
+        assert_eq!(rewrite_argv(&argv, &none), argv);
+    }
+
+    #[test]
+    fn snapshot_rewrite_shape() {
+        let o = opts(ShellKind::Bash);
+        let out = rewrite_argv(&os(&["/bin/bash", "-lc", "echo", "zero", "one"]), &o);
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[0], "/bin/bash");
+        assert_eq!(out[1], "-c");
+        assert_eq!(out[3], "zero");
+        let w = out[2].as_bytes();
+        assert!(w.ends_with(b"\\builtin set -- 'one'\n\\builtin eval 'echo'\n"));
+    }
+
+    #[test]
+    fn snapshot_readable_roots() {
+        let roots = vec![PathBuf::from("/usr"), PathBuf::from("/home/u")];
+        assert_eq!(
+            readable_root_needed(&roots, Path::new("/home/u/.cache/s")),
+            None
+        );
+        assert_eq!(
+            readable_root_needed(&roots, Path::new("/home/user2/s")),
+            Some(PathBuf::from("/home/user2/s"))
+        );
+        assert_eq!(
+            readable_root_needed(&[PathBuf::from("/")], Path::new("/x")),
+            None
+        );
+    }
+
+    #[test]
+    fn snapshot_report_fd_range() {
+        assert!(ReportFd::new(2).is_none());
+        assert!(ReportFd::new(10).is_none());
+        assert_eq!(ReportFd::new(9).map(ReportFd::get), Some(9));
+    }
+}
