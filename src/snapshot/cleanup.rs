@@ -298,10 +298,9 @@ impl SessionLock {
                 Err(e) => return Err(e),
             }
         }
-        Err(io::Error::new(
-            io::ErrorKind::Other,
-            format!("lock file {path:?} kept being replaced"),
-        ))
+        Err(io::Error::other(format!(
+            "lock file {path:?} kept being replaced"
+        )))
     }
 
     /// The lock file.
