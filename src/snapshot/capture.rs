@@ -24,8 +24,10 @@ pub const DEFAULT_MAX_OUTPUT: usize = 64 * 1024 * 1024;
 
 /// Exported variables that are never written to a snapshot: the shell maintains them itself
 /// (`PWD`, `SHLVL`, ...) or the sandbox sets them per command (the markers), so a frozen copy
-/// would be wrong. `BASHOPTS`/`SHELLOPTS` are read-only in bash.
+/// would be wrong. `BASHOPTS`/`SHELLOPTS` are read-only in bash. `CORDON_ENV_FILE` is read
+/// by the wrapper after the snapshot is sourced, so a frozen copy would shadow the run-time one.
 pub const EXCLUDED_EXPORTS: &[&str] = &[
+    "CORDON_ENV_FILE",
     "PWD",
     "OLDPWD",
     "SHLVL",
