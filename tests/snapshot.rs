@@ -13,9 +13,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use cordon::snapshot::{
-    cleanup_stale, create_snapshot, quoted, rewrite_argv, ReportFd, RewriteOptions, SessionId,
-    SessionLock, Shell, ShellKind, SnapshotError, SnapshotFile, SnapshotOptions, SnapshotRef,
-    DEFAULT_RETENTION, MARKER_LINE,
+    cleanup_stale, create_snapshot, quoted, rewrite_argv, spawn_cleanup, ReportFd, RewriteOptions,
+    SessionId, SessionLock, Shell, ShellKind, SnapshotError, SnapshotFile, SnapshotOptions,
+    SnapshotRef, DEFAULT_RETENTION, MARKER_LINE,
 };
 use tempfile::TempDir;
 
@@ -316,6 +316,13 @@ fn snapshot_file_is_deleted_on_drop_unless_kept() {
     let path = snap.path().to_path_buf();
     assert_eq!(path, fx.dir().join("s1.1.sh"));
     assert!(path.exists());
+    // A use refreshes the mtime that stale cleanup goes by.
+    set_age(&path, Duration::from_secs(3600));
+    snap.touch().unwrap();
+    let age = SystemTime::now()
+        .duration_since(fs::metadata(&path).unwrap().modified().unwrap())
+        .unwrap_or_default();
+    assert!(age < Duration::from_secs(60), "{age:?}");
     drop(snap);
     assert!(!path.exists());
 
@@ -577,7 +584,11 @@ fn snapshot_cleanup_keeps_live_sessions_and_removes_stale_and_junk() {
 
     // Once the sessions end, their stale files go.
     drop(mine);
-    let report = cleanup_stale(&dir, DEFAULT_RETENTION).unwrap();
+    let report = spawn_cleanup(dir.clone(), DEFAULT_RETENTION)
+        .unwrap()
+        .join()
+        .unwrap()
+        .unwrap();
     let mut deleted: Vec<String> = report
         .deleted
         .iter()
