@@ -24,8 +24,10 @@ pub const DEFAULT_MAX_OUTPUT: usize = 64 * 1024 * 1024;
 
 /// Exported variables that are never written to a snapshot: the shell maintains them itself
 /// (`PWD`, `SHLVL`, ...) or the sandbox sets them per command (the markers), so a frozen copy
-/// would be wrong. `BASHOPTS`/`SHELLOPTS` are read-only in bash.
+/// would be wrong. `BASHOPTS`/`SHELLOPTS` are read-only in bash. `CORDON_ENV_FILE` is read
+/// by the wrapper after the snapshot is sourced, so a frozen copy would shadow the run-time one.
 pub const EXCLUDED_EXPORTS: &[&str] = &[
+    "CORDON_ENV_FILE",
     "PWD",
     "OLDPWD",
     "SHLVL",
@@ -386,10 +388,7 @@ fn prepare_dir(dir: &Path) -> io::Result<()> {
         .create(dir)?;
     let meta = fs::metadata(dir)?;
     if !meta.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotADirectory,
-            "snapshot path exists and is not a directory",
-        ));
+        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
     }
     if meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o077 != 0 {
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
@@ -461,7 +460,8 @@ pub(crate) fn unique_token() -> String {
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The script the login shell runs. It prints the marker, then one section per kind of state,
+/// The script the login shell runs. It prints the marker on a line of its own (after a
+/// newline, in case the startup files left a line unfinished), then one section per kind of state,
 /// each introduced by a separator line carrying a fresh nonce so that nothing a function body
 /// contains can be mistaken for a section boundary. Every builtin is called through
 /// `builtin`/`command` because the startup files may have replaced it with a function or alias.
@@ -479,7 +479,7 @@ fn capture_script(kind: ShellKind, sep: &str) -> String {
             "\\builtin",
             "if [ -r \"${ZDOTDIR:-${HOME:-}}/.zshrc\" ]; then . \"${ZDOTDIR:-${HOME:-}}/.zshrc\"; fi",
             "\\builtin typeset -f",
-            "for __cordon_o in ${(k)options}; do if [[ ${options[$__cordon_o]} == on ]]; then \\builtin print -r -- \"$__cordon_o\"; fi; done",
+            "for __cordon_o in ${(k)options}; do \\builtin print -r -- \"$__cordon_o ${options[$__cordon_o]}\"; done",
             "\\builtin alias -L; \\builtin alias -sL",
         ),
         ShellKind::Sh => (
@@ -493,7 +493,8 @@ fn capture_script(kind: ShellKind, sep: &str) -> String {
     };
     format!(
         "{load}\n\
-         {b} printf '%s\\n' '{MARKER_LINE}' '{sep} functions'\n\
+         {b} printf '\\n%s\\n' '{MARKER_LINE}'\n\
+         {b} printf '%s\\n' '{sep} functions'\n\
          {functions}\n\
          {b} printf '%s\\n' '{sep} options'\n\
          {options}\n\
@@ -544,7 +545,12 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// The snapshot file: marker, `unalias -a`, functions, options that are on, aliases, exports.
+/// The snapshot file: marker, `unalias -a`, functions, options, aliases, exports.
+///
+/// Options are written with their full on/off state, not only the ones that are on: the shell
+/// that sources the snapshot starts from the same non-interactive defaults as the capture
+/// shell, and an option turned *off* by a startup file (zsh's `setopt noclobber` clears
+/// `clobber`) must be replayed too.
 fn render(shell: &Shell, s: &Sections<'_>) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.functions.len() + s.aliases.len() + s.env.len() + 1024);
     out.extend_from_slice(MARKER_LINE.as_bytes());
@@ -570,15 +576,23 @@ fn render_options(kind: ShellKind, raw: &[u8], out: &mut Vec<u8>) {
     for line in raw.split(|b| *b == b'\n') {
         let line = trim_cr(line);
         let (prefix, name): (&[u8], &[u8]) = match kind {
-            ShellKind::Zsh => (b"setopt ", line),
-            ShellKind::Bash | ShellKind::Sh => {
-                if let Some(n) = line.strip_prefix(b"set -o ") {
-                    (b"set -o ", n)
-                } else if let Some(n) = line.strip_prefix(b"shopt -s ") {
-                    (b"shopt -s ", n)
+            ShellKind::Zsh => {
+                if let Some(n) = line.strip_suffix(b" on") {
+                    (b"setopt ", n)
+                } else if let Some(n) = line.strip_suffix(b" off") {
+                    (b"unsetopt ", n)
                 } else {
                     continue;
                 }
+            }
+            ShellKind::Bash | ShellKind::Sh => {
+                let Some(prefix) = [&b"set -o "[..], b"set +o ", b"shopt -s ", b"shopt -u "]
+                    .into_iter()
+                    .find(|p| line.starts_with(p))
+                else {
+                    continue;
+                };
+                (prefix, &line[prefix.len()..])
             }
         };
         let valid = !name.is_empty()

@@ -8,7 +8,7 @@
 //! 2. [`create_snapshot`] runs `<shell> -lc <capture script>` in its own session with a
 //!    timeout. The script sources the interactive startup file (bash: `~/.bashrc` unless
 //!    `BASH_ENV` is set; zsh: `${ZDOTDIR:-$HOME}/.zshrc`; sh: `$ENV`), prints the marker line
-//!    `# Snapshot file`, then functions, options that are on, aliases and exports. The result is
+//!    `# Snapshot file`, then functions, option states, aliases and exports. The result is
 //!    written to `<dir>/<session>.tmp-<unique>` (0600, in a 0700 directory), checked by sourcing
 //!    it with `set -e` in a non-login shell of the same kind, and renamed to
 //!    `<dir>/<session>.<generation>.sh`. Any failure removes the temporary file and reports the
