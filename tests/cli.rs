@@ -342,3 +342,29 @@ fn full_access_says_it_is_unsandboxed() {
     );
     assert_eq!(fs::read_to_string(&target).unwrap(), "free\n");
 }
+
+#[test]
+fn the_command_gets_default_signal_dispositions() {
+    let tree = Tree::new();
+    // Rust ignores SIGPIPE in its own processes; an ignored signal survives execve, so the
+    // helper must hand the command the default, or `yes | head -1` ends with EPIPE errors.
+    // Other ignored signals are the caller's choice (think `nohup`) and are kept: the expected
+    // mask is what the same command sees when this process runs it directly (std's spawn
+    // resets SIGPIPE too).
+    let control = Command::new("sh")
+        .args(["-c", "grep SigIgn /proc/self/status"])
+        .output()
+        .unwrap();
+    let control = stdout(&control);
+    let mask = u64::from_str_radix(control.trim().trim_start_matches("SigIgn:\t"), 16).unwrap();
+    assert_eq!(mask & (1 << (libc::SIGPIPE - 1)), 0, "{control}");
+    let out = tree.run(&[
+        "--",
+        "sh",
+        "-c",
+        "yes | head -1; grep SigIgn /proc/self/status",
+    ]);
+    assert_eq!(stdout(&out), format!("y\n{control}"), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -231,6 +231,9 @@ impl Env {
         for (name, value) in self.policy.effective_markers() {
             std::env::set_var(name, value);
         }
+        // Rust's runtime (the `cordon __sandbox` entry) ignores SIGPIPE, and an ignored signal
+        // survives execve: without this, `yes | head -1` would fail with EPIPE instead of ending.
+        process::default_sigpipe()?;
         if let Some(dir) = &self.cwd {
             std::env::set_current_dir(dir).map_err(|source| SetupError::Chdir {
                 path: dir.clone(),
