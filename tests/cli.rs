@@ -368,3 +368,85 @@ fn the_command_gets_default_signal_dispositions() {
     assert_eq!(stderr(&out), "");
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn pass_through_keeps_the_callers_stdout() {
+    let tree = Tree::new();
+    let sink = tree.outside.join("stdout.txt");
+    let file = fs::File::create(&sink).unwrap();
+    let status = tree
+        .cordon()
+        .args(["run", "--", "readlink", "/proc/self/fd/1"])
+        .stdout(file)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    // The command wrote straight into the caller's file, not into a pipe through cordon.
+    assert_eq!(
+        fs::read_to_string(&sink).unwrap(),
+        format!("{}\n", sink.display())
+    );
+}
+
+#[test]
+fn first_interrupt_reaches_the_command_second_cancels() {
+    use std::time::{Duration, Instant};
+    let tree = Tree::new();
+    let interrupt = |child: &std::process::Child| {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    };
+    // A command that handles SIGINT gets it and decides how to end.
+    let mut child = tree
+        .cordon()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo caught; exit 3' INT; echo ready; while :; do sleep 0.05; done",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready, "ready\n");
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "caught\n");
+    assert_eq!(out.status.code(), Some(3));
+
+    // A command that ignores it is killed, with its whole group, at the second.
+    let mut child = tree
+        .cordon()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "trap '' INT; echo ready; sleep 30 & wait",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    let started = Instant::now();
+    interrupt(&child);
+    std::thread::sleep(Duration::from_millis(200));
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(stderr(&out).contains("interrupted; killed sh and its process group"));
+}

@@ -200,6 +200,9 @@ pub struct ExecRequest {
     /// behind. The command then blocks on a full pipe, as it would writing to a slow terminal;
     /// the CLI uses this to pass output through without losing any.
     pub lossless_events: bool,
+    /// Give the command the caller's own stdout instead of capturing it (the CLI's
+    /// pass-through, so a terminal stays a terminal). The result's `stdout` is then empty.
+    pub inherit_stdout: bool,
 }
 
 impl ExecRequest {
@@ -237,6 +240,7 @@ impl ExecRequest {
             stdin: StdinSource::Null,
             cancel: CancellationToken::new(),
             lossless_events: false,
+            inherit_stdout: false,
         }
     }
 

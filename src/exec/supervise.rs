@@ -300,7 +300,11 @@ fn build_command(
             StdinSource::Bytes(_) => Stdio::piped(),
             StdinSource::Inherit => Stdio::inherit(),
         })
-        .stdout(Stdio::piped())
+        .stdout(if request.inherit_stdout {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        })
         .stderr(Stdio::piped());
     // SAFETY: setsid is async-signal-safe. It makes the child the leader of a new session and
     // process group, so one killpg reaches the whole tree and the terminal's signals do not.
