@@ -220,14 +220,7 @@ impl Env {
         // Seccomp last among the restrictions, so that its filters need not allow what setup does.
         syscall_rules::install(&self.seccomp)?;
         layers.push(Layer::Seccomp);
-        // Report before exec: afterwards the close-on-exec status fd is gone.
-        self.report(&StatusRecord::Confined(ConfinementReceipt {
-            layers,
-            landlock_abi: self.landlock_abi,
-            downgrades: self.downgrades.clone(),
-            unmediated: UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
-        }))?;
-        // Markers last before exec: nothing above reads the environment.
+        // Markers: nothing above reads the environment.
         for (name, value) in self.policy.effective_markers() {
             std::env::set_var(name, value);
         }
@@ -240,6 +233,14 @@ impl Env {
                 source,
             })?;
         }
+        // Report last, so that `confined` means only execve remains; after execve the
+        // close-on-exec status fd is gone.
+        self.report(&StatusRecord::Confined(ConfinementReceipt {
+            layers,
+            landlock_abi: self.landlock_abi,
+            downgrades: self.downgrades.clone(),
+            unmediated: UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
+        }))?;
         Ok(())
     }
 
