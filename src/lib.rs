@@ -10,6 +10,7 @@ pub mod exec;
 pub mod helper;
 pub mod orchestrator;
 pub mod profile;
+pub mod session;
 pub mod snapshot;
 
 pub use cordon_sandbox as sandbox;

@@ -113,6 +113,12 @@ impl SessionId {
         }
     }
 
+    /// A fresh id unique among the ids this machine makes at the same time: `s` and 16 hex
+    /// digits.
+    pub fn unique() -> SessionId {
+        SessionId(format!("s{}", capture::unique_token()))
+    }
+
     /// The id.
     pub fn as_str(&self) -> &str {
         &self.0
