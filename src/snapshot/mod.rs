@@ -57,6 +57,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cache;
 mod cache_key;
 mod capture;
 mod cleanup;
@@ -64,9 +65,11 @@ mod quote;
 mod rewrite;
 mod run;
 mod shell;
+mod summary;
 
 use std::path::PathBuf;
 
+pub use cache::{cache_dir, cache_session, cached_snapshot, CacheError, CachedSnapshot};
 pub use cache_key::{cache_key, startup_files};
 pub use capture::{
     create_snapshot, SnapshotError, SnapshotFile, SnapshotOptions, DEFAULT_MAX_OUTPUT,
@@ -82,6 +85,7 @@ pub use rewrite::{
 };
 pub use run::RunError;
 pub use shell::{detect_shell, detect_shell_from, Shell, ShellError, ShellKind};
+pub use summary::SnapshotSummary;
 
 /// The line that separates startup noise from the snapshot proper; it is also the first line
 /// of every snapshot file.
