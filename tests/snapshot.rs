@@ -343,6 +343,9 @@ fn snapshot_overrides_and_path_win() {
     fs::write(envdir.join("1.sh"), "export HTTP_PROXY=from-env-dir\n").unwrap();
 
     let mut rw = RewriteOptions::new(snap.to_ref());
+    // A runtime with its own proxy keeps the proxy variables too.
+    rw.keep_vars
+        .extend(cordon::snapshot::PROXY_VARS.iter().map(|s| s.to_string()));
     rw.keep_vars.push("MY_TOKEN".into());
     rw.keep_vars.push("not-an-identifier".into());
     rw.env_dir = Some(envdir);

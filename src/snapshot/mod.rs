@@ -82,6 +82,7 @@ pub use cleanup::{
 pub use quote::{is_identifier, push_quoted, quoted};
 pub use rewrite::{
     readable_root_needed, rewrite_argv, ReportFd, RewriteOptions, ALWAYS_KEEP, ENV_FILE_VAR,
+    PROXY_VARS,
 };
 pub use run::RunError;
 pub use shell::{detect_shell, detect_shell_from, Shell, ShellError, ShellKind};

@@ -8,12 +8,21 @@ use super::quote::{is_identifier, push_quoted};
 use super::shell::ShellKind;
 use super::SnapshotRef;
 
-/// Variables that always win over a snapshot: the sandbox markers (the helper sets them per
-/// command) and proxy settings (the runtime may point them at its own proxy). Explicit
-/// overrides from the request are added by the caller.
+/// Variables that always win over a snapshot: the sandbox markers, which the helper sets per
+/// command (a snapshot never contains them, but an `env/` script could). Explicit overrides
+/// from the request are added by the caller, and [`PROXY_VARS`] when it runs a proxy.
+///
+/// Every kept variable costs the wrapper two parameter expansions and a test at run time
+/// (about 60 µs for a dozen in bash), so the list holds only what can actually differ.
 pub const ALWAYS_KEEP: &[&str] = &[
     cordon_sandbox::policy::MARKER_SANDBOX,
     cordon_sandbox::policy::MARKER_NETWORK_DISABLED,
+];
+
+/// Proxy settings: a runtime that points commands at its own proxy adds these to
+/// [`RewriteOptions::keep_vars`] so that a proxy exported by the user's startup files does not
+/// replace it.
+pub const PROXY_VARS: &[&str] = &[
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "ALL_PROXY",
