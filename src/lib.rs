@@ -2,7 +2,9 @@
 //! failed when the sandbox was the cause.
 //!
 //! The parent side lives here: profiles ([`profile`]), launching the helper ([`helper`]),
-//! supervising a run ([`exec`]), deciding whether the sandbox caused a failure ([`classify`]).
+//! supervising a run ([`exec`]), deciding whether the sandbox caused a failure ([`classify`]),
+//! shell snapshots ([`snapshot`]) and sessions that carry shell state between commands
+//! ([`session`]).
 //! The confining side is the `cordon-sandbox` crate, re-exported as [`sandbox`].
 
 pub mod classify;

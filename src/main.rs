@@ -351,28 +351,20 @@ fn snapshot_command(command: SnapshotCommand) -> anyhow::Result<()> {
                 shell.kind.name(),
                 if cached.created { ", made now" } else { "" }
             );
-            let names = |v: &[String]| v.join(" ");
-            println!(
-                "functions ({}): {}",
-                summary.functions.len(),
-                names(&summary.functions)
-            );
-            println!(
-                "aliases ({}): {}",
-                summary.aliases.len(),
-                names(&summary.aliases)
-            );
-            println!(
-                "options on ({}, {} off): {}",
-                summary.options_on.len(),
-                summary.options_off,
-                names(&summary.options_on)
-            );
-            println!(
-                "exports ({}): {}",
-                summary.exports.len(),
-                names(&summary.exports)
-            );
+            // Counts, then names: never a value (exports routinely hold tokens).
+            let line = |what: &str, names: &[String], extra: &str| {
+                let mut text = format!("{what} ({}{extra})", names.len());
+                if !names.is_empty() {
+                    text.push_str(": ");
+                    text.push_str(&names.join(" "));
+                }
+                println!("{text}");
+            };
+            line("functions", &summary.functions, "");
+            line("aliases", &summary.aliases, "");
+            let off = format!(", {} off", summary.options_off);
+            line("options on", &summary.options_on, &off);
+            line("exports", &summary.exports, "");
         }
         SnapshotCommand::Clean { retention } => {
             if !dir.exists() {
@@ -471,7 +463,7 @@ fn absolute_entries(cwd: &Path, paths: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
-/// Parses `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
+/// Parses `500ms`, `10s`, `2m`, `1h`, `3d` (a bare number is seconds).
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let split = text
         .find(|c: char| !c.is_ascii_digit() && c != '.')
@@ -485,9 +477,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         "" | "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
+        "d" => value * 86400.0,
         _ => {
             return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
             ))
         }
     };

@@ -62,7 +62,11 @@ fn cli_snapshot_is_made_once_and_reused() {
     let first = snapshots(&tree);
     assert_eq!(first.len(), 1, "{first:?}");
     let name = first[0].file_name().unwrap().to_str().unwrap().to_owned();
-    assert!(name.starts_with('k') && name.ends_with(".0.sh"), "{name}");
+    assert!(
+        name.starts_with("bash-") && name.ends_with(".0.sh"),
+        "{name}"
+    );
+    assert_eq!(name.len(), "bash-".len() + 16 + ".0.sh".len());
     let inode = fs::metadata(&first[0]).unwrap().ino();
 
     let out = cordon(&tree, &["run", "--", "bash", "-lc", "greet second"]);

@@ -1,9 +1,12 @@
 //! The command line's snapshot cache: one snapshot per shell and state of its startup files,
 //! shared by every `cordon run` of the user.
 //!
-//! The name is `k<first 16 hex digits of cache_key>.0.sh`: the key covers the shell binary and
-//! the size, mtime and content of every startup file it reads, so an edited `.bashrc` gets a new
-//! name (and the old file ages out), and the same state always finds the same file. The
+//! The name is `<kind>-<first 16 hex digits of cache_key>.0.sh` (`bash-4846466ef5378a40.0.sh`):
+//! the key covers the shell binary (by its canonical path, so `/bin/bash` and `/usr/bin/bash`
+//! share a snapshot on a merged-`/usr` system) and the size, mtime and content of every startup
+//! file it reads, so an edited `.bashrc` gets a new name (and the old file ages out), and the
+//! same state always finds the same file. The kind is part of the name because one binary can
+//! be two kinds (bash started as `sh` behaves as a POSIX shell and gets a POSIX wrapper). The
 //! "session" of such a file is its key, which makes it fit [`cleanup_stale`](super::cleanup_stale)
 //! unchanged:
 //!
@@ -45,9 +48,10 @@ pub fn cache_dir(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 
 /// The cache's name for a snapshot of `shell` in the current state of its startup files.
 pub fn cache_session(shell: &Shell, env: impl Fn(&str) -> Option<OsString>) -> SessionId {
-    let key = cache_key(&shell.path, &startup_files(shell.kind, env));
+    let binary = fs::canonicalize(&shell.path).unwrap_or_else(|_| shell.path.clone());
+    let key = cache_key(&binary, &startup_files(shell.kind, env));
     // 16 hex digits of SHA-256: collisions between one user's shells are not a concern.
-    SessionId(format!("k{}", &key[..16]))
+    SessionId(format!("{}-{}", shell.kind.name(), &key[..16]))
 }
 
 /// A cached snapshot in use: the lock keeps cleanup away until the value is dropped.
