@@ -700,3 +700,38 @@ fn snapshot_unsupported_argv_is_untouched() {
     let argv = vec![OsString::from("/bin/bash"), "-lc".into(), "true".into()];
     assert_eq!(rewrite_argv(&argv, &rw), argv);
 }
+
+#[test]
+fn snapshot_markers_win_over_env_file_without_env_dir() {
+    for shell in ["/bin/bash", "/usr/bin/zsh", "/usr/bin/dash"] {
+        let fx = Fixture::new();
+        let snap = fx.snapshot(shell).unwrap();
+        let file = fx.snaps.path().join("extra.sh");
+        fs::write(
+            &file,
+            "export CORDON_SANDBOX=0 CORDON_SANDBOX_NETWORK_DISABLED=0 X=from-file\n",
+        )
+        .unwrap();
+        let rw = RewriteOptions::new(snap.to_ref());
+        let script = "printf '%s|' \"${CORDON_SANDBOX-unset}\" \
+                      \"${CORDON_SANDBOX_NETWORK_DISABLED-unset}\" \"${X-unset}\" \
+                      \"${__cordon_s0-clean}${__cordon_v1-}${__cordon_f-}\"";
+        let argv = rewrite_argv(&os(&[shell, "-lc", script]), &rw);
+        let file = file.to_str().unwrap();
+        let out = fx.run(
+            &argv,
+            &[
+                ("CORDON_ENV_FILE", Some(file)),
+                ("CORDON_SANDBOX", Some("1")),
+                ("CORDON_SANDBOX_NETWORK_DISABLED", None),
+            ],
+        );
+        assert_eq!(stdout(&out), "1|unset|from-file|clean|", "{shell}");
+        // Without an env file nothing touches them.
+        let out = fx.run(
+            &argv,
+            &[("CORDON_ENV_FILE", None), ("CORDON_SANDBOX", Some("1"))],
+        );
+        assert_eq!(stdout(&out), "1|unset|unset|clean|", "{shell}");
+    }
+}
