@@ -21,6 +21,12 @@
 //!   the original argv in [`ExecRequest::reported_argv`]: [`ExecResult::argv`], streaming
 //!   events, classification and the orchestrator's approver see only that.
 //!
+//! [`Session::exec`] runs through the session's [`Sandbox`]; to stream output or use another
+//! runner, call [`Session::prepare`], run its `request` (e.g. with
+//! [`Sandbox::exec_streaming`](crate::exec::Sandbox::exec_streaming)), then hand its `report` to
+//! [`Session::finish`]. The wrapper reports on descriptor [`REPORT_FD`] (9); a script that
+//! redirects that descriptor itself redirects the report too.
+//!
 //! Commands that are not `[shell, "-lc", script, ...]` for bash, zsh or sh, and every command
 //! when no snapshot could be made (logged at `info`), run unchanged: correct, just without the
 //! speed-up and without `cd` tracking.
