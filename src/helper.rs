@@ -32,6 +32,10 @@ use cordon_sandbox::SandboxPolicy;
 pub const SELF_HELPER_ARG: &str = "__sandbox";
 /// Environment variable naming the helper binary explicitly.
 pub const HELPER_ENV: &str = "CORDON_HELPER";
+/// `CORDON_HELPER=self`: the running `cordon` binary is its own helper (`cordon __sandbox`),
+/// whatever sits next to it. Tests use it so that a stale standalone helper left in the build
+/// directory cannot stand in for the code under test.
+pub const HELPER_SELF: &str = "self";
 /// File name of the standalone helper.
 pub const HELPER_NAME: &str = "cordon-sandbox";
 
@@ -130,10 +134,14 @@ impl Helper {
         }
     }
 
-    /// Finds the helper: `$CORDON_HELPER`, then `cordon-sandbox` next to the running program,
-    /// then the running program itself when it is the `cordon` binary.
+    /// Finds the helper: `$CORDON_HELPER` (a path, or `self`), then `cordon-sandbox` next to
+    /// the running program, then the running program itself when it is the `cordon` binary.
     pub fn locate() -> Result<Helper, HelperError> {
+        let exe = std::env::current_exe().map_err(|_| HelperError::NotFound);
         if let Some(path) = std::env::var_os(HELPER_ENV) {
+            if path == HELPER_SELF {
+                return Ok(Helper::cordon_binary(exe?));
+            }
             let path = PathBuf::from(path);
             return if is_executable(&path) {
                 Ok(Helper::at(path))
@@ -141,7 +149,7 @@ impl Helper {
                 Err(HelperError::Missing(path))
             };
         }
-        let exe = std::env::current_exe().map_err(|_| HelperError::NotFound)?;
+        let exe = exe?;
         if let Some(sibling) = exe.parent().map(|d| d.join(HELPER_NAME)) {
             if is_executable(&sibling) {
                 return Ok(Helper::at(sibling));

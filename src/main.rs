@@ -3,6 +3,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
@@ -271,7 +273,10 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         .env(env)
         .lossless_events(!args.json);
     if !args.json {
+        // Pass-through: stdin and stdout are the caller's own (a terminal stays a terminal);
+        // stderr goes through cordon, which needs it to explain a denial.
         request.stdin = StdinSource::Inherit;
+        request.inherit_stdout = true;
     }
     if let Some(timeout) = args.timeout {
         request = request.timeout(timeout);
@@ -392,8 +397,9 @@ fn snapshot_command(command: SnapshotCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the request, cancelling it on SIGINT, SIGTERM or SIGHUP (the command is in its own
-/// session, so the terminal's signals reach only cordon, which then kills the whole tree).
+/// Runs the request. The command has its own session, so the terminal's signals reach only
+/// cordon: the first SIGINT, SIGTERM or SIGHUP is passed on to the command's process group, so
+/// it can stop cleanly; a second one cancels the run (SIGKILL to the group, exit 130).
 async fn supervise(request: ExecRequest, json: bool) -> anyhow::Result<ExitCode> {
     use tokio::signal::unix::{signal, SignalKind};
     let sandbox = match request.policy {
@@ -402,16 +408,26 @@ async fn supervise(request: ExecRequest, json: bool) -> anyhow::Result<ExitCode>
     }
     .with_timeout(NO_TIMEOUT);
     let cancel = request.cancel.clone();
+    let group = Arc::new(AtomicI32::new(0));
     for kind in [
         SignalKind::interrupt(),
         SignalKind::terminate(),
         SignalKind::hangup(),
     ] {
         let mut stream = signal(kind).context("cannot install a signal handler")?;
-        let cancel = cancel.clone();
+        let (cancel, group) = (cancel.clone(), Arc::clone(&group));
         tokio::spawn(async move {
-            if stream.recv().await.is_some() {
-                cancel.cancel();
+            let mut forwarded = false;
+            while stream.recv().await.is_some() {
+                let pgid = group.load(Ordering::SeqCst);
+                if forwarded || pgid <= 0 {
+                    cancel.cancel();
+                    continue;
+                }
+                // SAFETY: kill with the command's process group id (its session leader's pid,
+                // recorded at spawn) and a plain signal number.
+                unsafe { libc::kill(-pgid, kind.as_raw_value()) };
+                forwarded = true;
             }
         });
     }
@@ -421,7 +437,7 @@ async fn supervise(request: ExecRequest, json: bool) -> anyhow::Result<ExitCode>
     let result = if json {
         sandbox.exec(request).await
     } else {
-        pass_through(&sandbox, request).await?
+        pass_through(&sandbox, request, &group).await?
     };
     let result = classify_result(result);
     if json {
@@ -435,13 +451,20 @@ async fn supervise(request: ExecRequest, json: bool) -> anyhow::Result<ExitCode>
 }
 
 /// Streams the command's output to ours as it arrives; returns the runtime's result.
-async fn pass_through(sandbox: &Sandbox, request: ExecRequest) -> anyhow::Result<ExecResult> {
+async fn pass_through(
+    sandbox: &Sandbox,
+    request: ExecRequest,
+    group: &AtomicI32,
+) -> anyhow::Result<ExecResult> {
     use std::io::Write;
     let mut events = sandbox.exec_streaming(request);
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     while let Some(event) = events.recv().await {
         match event {
-            ExecEvent::Started { .. } => {}
+            ExecEvent::Started { pid, .. } => {
+                // The runtime makes the command a session (and process group) leader.
+                group.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
+            }
             ExecEvent::Output { stream, bytes } => {
                 // A closed stdout (`| head`) must not stop the command's supervision.
                 let _ = match stream {

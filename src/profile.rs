@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use cordon_sandbox::policy::{
-    Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode, NetworkPolicy, SandboxPolicy,
-    UnixSockets, POLICY_VERSION,
+    single_line, Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode, NetworkPolicy,
+    SandboxPolicy, UnixSockets, POLICY_VERSION,
 };
 
 /// The built-in presets.
@@ -343,7 +343,7 @@ impl PermissionProfile {
             let line = e
                 .span()
                 .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            let message = e.message().replace('\n', " ");
+            let message = single_line(e.message());
             ProfileError::Parse {
                 origin: origin.to_owned(),
                 message: match line {
@@ -358,7 +358,7 @@ impl PermissionProfile {
     fn from_json_str_named(text: &str, origin: &str) -> Result<PermissionProfile, ProfileError> {
         let file: ProfileFile = serde_json::from_str(text).map_err(|e| ProfileError::Parse {
             origin: origin.to_owned(),
-            message: e.to_string(),
+            message: single_line(&e.to_string()),
         })?;
         PermissionProfile::from_file(file, origin)
     }
@@ -686,7 +686,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_are_named_on_one_line() {
+    fn unknown_keys_are_named_on_single_line() {
         let err = PermissionProfile::from_toml_str("[filesystem]\nwrit = [\"/tmp\"]\n")
             .unwrap_err()
             .to_string();
@@ -697,6 +697,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown field `netwrk`"), "{err}");
+    }
+
+    #[test]
+    fn errors_quoting_user_text_stay_on_single_line() {
+        // Found by fuzzing: a key with a newline in it.
+        for err in [
+            PermissionProfile::from_json_str("{\"ex\\nL\": 1}").unwrap_err(),
+            PermissionProfile::from_toml_str("\"ex\\nL\" = 1\n").unwrap_err(),
+        ] {
+            let text = err.to_string();
+            assert!(!text.contains('\n'), "{text}");
+            assert!(text.contains("ex\\nL"), "{text}");
+        }
     }
 
     #[test]

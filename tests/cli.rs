@@ -342,3 +342,111 @@ fn full_access_says_it_is_unsandboxed() {
     );
     assert_eq!(fs::read_to_string(&target).unwrap(), "free\n");
 }
+
+#[test]
+fn the_command_gets_default_signal_dispositions() {
+    let tree = Tree::new();
+    // Rust ignores SIGPIPE in its own processes; an ignored signal survives execve, so the
+    // helper must hand the command the default, or `yes | head -1` ends with EPIPE errors.
+    // Other ignored signals are the caller's choice (think `nohup`) and are kept: the expected
+    // mask is what the same command sees when this process runs it directly (std's spawn
+    // resets SIGPIPE too).
+    let control = Command::new("sh")
+        .args(["-c", "grep SigIgn /proc/self/status"])
+        .output()
+        .unwrap();
+    let control = stdout(&control);
+    let mask = u64::from_str_radix(control.trim().trim_start_matches("SigIgn:\t"), 16).unwrap();
+    assert_eq!(mask & (1 << (libc::SIGPIPE - 1)), 0, "{control}");
+    let out = tree.run(&[
+        "--",
+        "sh",
+        "-c",
+        "yes | head -1; grep SigIgn /proc/self/status",
+    ]);
+    assert_eq!(stdout(&out), format!("y\n{control}"), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn pass_through_keeps_the_callers_stdout() {
+    let tree = Tree::new();
+    let sink = tree.outside.join("stdout.txt");
+    let file = fs::File::create(&sink).unwrap();
+    let status = tree
+        .cordon()
+        .args(["run", "--", "readlink", "/proc/self/fd/1"])
+        .stdout(file)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    // The command wrote straight into the caller's file, not into a pipe through cordon.
+    assert_eq!(
+        fs::read_to_string(&sink).unwrap(),
+        format!("{}\n", sink.display())
+    );
+}
+
+#[test]
+fn first_interrupt_reaches_the_command_second_cancels() {
+    use std::time::{Duration, Instant};
+    let tree = Tree::new();
+    let interrupt = |child: &std::process::Child| {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    };
+    // A command that handles SIGINT gets it and decides how to end.
+    let mut child = tree
+        .cordon()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo caught; exit 3' INT; echo ready; while :; do sleep 0.05; done",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready, "ready\n");
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "caught\n");
+    assert_eq!(out.status.code(), Some(3));
+
+    // A command that ignores it is killed, with its whole group, at the second.
+    let mut child = tree
+        .cordon()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "trap '' INT; echo ready; sleep 30 & wait",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    let started = Instant::now();
+    interrupt(&child);
+    std::thread::sleep(Duration::from_millis(200));
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(stderr(&out).contains("interrupted; killed sh and its process group"));
+}

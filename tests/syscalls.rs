@@ -200,6 +200,7 @@ fn in_private_netns(tree: &Tree, script: &str) -> std::process::Output {
         .arg(format!("ip link set lo up && {script}"))
         .current_dir(&tree.cwd)
         .env("HOME", &tree.home)
+        .env("CORDON_HELPER", "self")
         .env_remove("TMPDIR")
         .output()
         .expect("unshare is required for the loopback test")

@@ -9,10 +9,16 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(policy) = SandboxPolicy::from_json(text) else {
-        return;
+    let policy = match SandboxPolicy::from_json(text) {
+        Ok(policy) => policy,
+        Err(e) => {
+            assert!(!e.to_string().contains('\n'), "multi-line error: {e}");
+            return;
+        }
     };
-    if policy.validate().is_ok() {
+    if let Err(e) = policy.validate() {
+        assert!(!e.to_string().contains('\n'), "multi-line error: {e}");
+    } else {
         let again = SandboxPolicy::from_json(&policy.to_json()).expect("wire form parses");
         assert_eq!(again, policy);
         let _ = cordon_sandbox::syscall_rules::compile(&cordon_sandbox::syscall_rules::rules(&policy))

@@ -255,23 +255,27 @@ impl Env {
         // Seccomp last among the restrictions, so that its filters need not allow what setup does.
         syscall_rules::install(&self.seccomp)?;
         layers.push(Layer::Seccomp);
-        // Report before exec: afterwards the close-on-exec status fd is gone.
-        self.report(&StatusRecord::Confined(ConfinementReceipt {
-            layers,
-            landlock_abi: self.landlock_abi,
-            downgrades: self.downgrades.clone(),
-            unmediated: UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
-        }))?;
-        // Markers last before exec: nothing above reads the environment.
+        // Markers: nothing above reads the environment.
         for (name, value) in self.policy.effective_markers() {
             std::env::set_var(name, value);
         }
+        // Rust's runtime (the `cordon __sandbox` entry) ignores SIGPIPE, and an ignored signal
+        // survives execve: without this, `yes | head -1` would fail with EPIPE instead of ending.
+        process::default_sigpipe()?;
         if let Some(dir) = &self.cwd {
             std::env::set_current_dir(dir).map_err(|source| SetupError::Chdir {
                 path: dir.clone(),
                 source,
             })?;
         }
+        // Report last, so that `confined` means only execve remains; after execve the
+        // close-on-exec status fd is gone.
+        self.report(&StatusRecord::Confined(ConfinementReceipt {
+            layers,
+            landlock_abi: self.landlock_abi,
+            downgrades: self.downgrades.clone(),
+            unmediated: UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
+        }))?;
         Ok(())
     }
 

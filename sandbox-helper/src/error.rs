@@ -85,6 +85,9 @@ pub enum SetupError {
         /// Why it is unavailable.
         reason: String,
     },
+    /// A signal disposition could not be reset.
+    #[error("cannot reset signal dispositions: {0}")]
+    Signals(io::Error),
     /// The status record could not be written.
     #[error("cannot write the status record: {0}")]
     Status(io::Error),
@@ -112,6 +115,7 @@ impl SetupError {
             SetupError::Seccomp { .. } => Step::Seccomp,
             SetupError::Refused { .. } => Step::Enforcement,
             SetupError::Status(_) => Step::Status,
+            SetupError::Signals(_) => Step::Signals,
             SetupError::Chdir { .. } => Step::Chdir,
         }
     }
@@ -127,6 +131,7 @@ impl SetupError {
             SetupError::CloseFds(e)
             | SetupError::ParentDeath(e)
             | SetupError::NoNewPrivs(e)
+            | SetupError::Signals(e)
             | SetupError::Status(e) => e.raw_os_error(),
             SetupError::Seccomp { errno, .. } | SetupError::PassFd { errno, .. } => *errno,
             SetupError::Arguments(_) | SetupError::Policy(_) | SetupError::Refused { .. } => None,

@@ -195,7 +195,7 @@ impl SandboxPolicy {
     /// Parses the JSON wire form (unknown fields are errors). Call [`SandboxPolicy::validate`]
     /// before using the result.
     pub fn from_json(text: &str) -> Result<SandboxPolicy, PolicyError> {
-        serde_json::from_str(text).map_err(|e| PolicyError::Syntax(e.to_string()))
+        serde_json::from_str(text).map_err(|e| PolicyError::Syntax(single_line(&e.to_string())))
     }
 
     /// The compact JSON wire form, exactly what the helper's `--policy` accepts.
@@ -318,6 +318,23 @@ impl SandboxPolicy {
         }
         Ok(())
     }
+}
+
+/// Parser messages quote the user's text (an unknown key, say), which may hold newlines or
+/// other control characters; error messages must stay on one line, so those are escaped.
+pub fn single_line(message: &str) -> String {
+    message
+        .trim_end()
+        .chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 fn derived_markers(mode: NetworkMode) -> BTreeMap<String, String> {

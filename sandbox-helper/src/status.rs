@@ -110,6 +110,8 @@ pub enum Step {
     Enforcement,
     /// Writing the status record.
     Status,
+    /// Resetting signal dispositions for the command.
+    Signals,
     /// Changing to the working directory.
     Chdir,
 }

@@ -209,6 +209,9 @@ pub struct ExecRequest {
     /// [`ExecResult::argv`] and [`ExecEvent::Started`] report, and so all that classification
     /// and approvals ever see.
     pub reported_argv: Option<Vec<OsString>>,
+    /// Give the command the caller's own stdout instead of capturing it (the CLI's
+    /// pass-through, so a terminal stays a terminal). The result's `stdout` is then empty.
+    pub inherit_stdout: bool,
 }
 
 impl ExecRequest {
@@ -248,6 +251,7 @@ impl ExecRequest {
             lossless_events: false,
             pass_fds: Vec::new(),
             reported_argv: None,
+            inherit_stdout: false,
         }
     }
 

@@ -3,6 +3,8 @@
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cordon_sandbox::confine::describe_errno;
@@ -124,12 +126,13 @@ pub(super) async fn run(
     // escaped descendant may hold open forever.
     let _stop_drain_on_drop = stop_drain.clone().drop_guard();
     let limit = request.output_limit.unwrap_or(config.output_limit);
+    let consumer = Arc::new(ConsumerState::default());
     let mut drain_task = tokio::spawn(drain(
         child.stdout.take(),
         child.stderr.take(),
         limit,
         events,
-        request.lossless_events,
+        request.lossless_events.then(|| Arc::clone(&consumer)),
         stop_drain.clone(),
     ));
 
@@ -150,8 +153,14 @@ pub(super) async fn run(
     let mut final_status = match &ended {
         Ended::Exited(status) => {
             // Let readers collect what the command wrote last; a background descendant that
-            // keeps the pipe open only costs the grace period.
-            join_within(&mut drain_task, &mut drained, config.grace).await;
+            // keeps the pipe open only costs the grace period. A lossless stream waits as long
+            // as its receiver is still taking output, so a slow reader loses nothing.
+            loop {
+                join_within(&mut drain_task, &mut drained, config.grace).await;
+                if drained.is_some() || !consumer.busy.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
             Some(*status)
         }
         _ => None,
@@ -300,7 +309,11 @@ fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> i
             StdinSource::Bytes(_) => Stdio::piped(),
             StdinSource::Inherit => Stdio::inherit(),
         })
-        .stdout(Stdio::piped())
+        .stdout(if request.inherit_stdout {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        })
         .stderr(Stdio::piped());
     // SAFETY: setsid is async-signal-safe. It makes the child the leader of a new session and
     // process group, so one killpg reaches the whole tree and the terminal's signals do not.
@@ -506,6 +519,13 @@ impl Drained {
     }
 }
 
+/// What a lossless drain is doing: `busy` while it waits for the event receiver to take a
+/// chunk (so the run is not abandoned while output is still being delivered).
+#[derive(Debug, Default)]
+struct ConsumerState {
+    busy: AtomicBool,
+}
+
 /// Reads both pipes until end of file or `stop`, always reading so the command never blocks
 /// on a full pipe. One task reads both, so `output` has the order reads completed in.
 async fn drain(
@@ -513,7 +533,7 @@ async fn drain(
     mut stderr: Option<ChildStderr>,
     limit: usize,
     mut events: Option<mpsc::Sender<ExecEvent>>,
-    lossless: bool,
+    lossless: Option<Arc<ConsumerState>>,
     stop: CancellationToken,
 ) -> Drained {
     let mut drained = Drained::new(limit);
@@ -545,11 +565,13 @@ async fn drain(
                 stream,
                 bytes: bytes.to_vec(),
             };
-            if lossless {
+            if let Some(consumer) = &lossless {
+                consumer.busy.store(true, Ordering::SeqCst);
                 tokio::select! {
                     _ = stop.cancelled() => break,
                     sent = tx.send(event) => if sent.is_err() { events = None },
                 }
+                consumer.busy.store(false, Ordering::SeqCst);
                 continue;
             }
             match tx.try_send(event) {

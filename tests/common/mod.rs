@@ -40,7 +40,9 @@ impl Tree {
             .env("HOME", &self.home)
             .env_remove("TMPDIR")
             .env_remove("CORDON_LANDLOCK_ABI_MAX")
-            .env_remove("CORDON_HELPER");
+            // The `cordon` binary under test confines too; a standalone helper in the build
+            // directory may be stale (cargo builds it only when its own package is tested).
+            .env("CORDON_HELPER", "self");
         cmd
     }
 
