@@ -186,9 +186,9 @@ fn build_wrapper(
 
     // 2. List the env/ files before the snapshot can change glob options. The positional
     //    parameters are free scratch space here; the script's own are set just before it runs.
-    w.extend_from_slice(b);
-    w.extend_from_slice(b"set --\n");
     if let Some(dir) = &opts.env_dir {
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"set --\n");
         let mut qdir = Vec::new();
         push_quoted(&mut qdir, dir.as_os_str().as_bytes());
         w.extend_from_slice(b"if ");
@@ -244,18 +244,25 @@ fn build_wrapper(
         w.extend_from_slice(b);
         w.extend_from_slice(b". \"$__cordon_f\" || :; fi; done\n");
     }
+    // The branch for `$CORDON_ENV_FILE` is passed to `eval` as one quoted word: bash parses a
+    // quoted word far faster than the commands in it, and most commands have no such file.
     let bs = String::from_utf8_lossy(b);
-    w.extend_from_slice(format!("if {bs}test -n \"${{{ENV_FILE_VAR}:-}}\"; then ").as_bytes());
+    let mut body: Vec<u8> = Vec::new();
     for &(i, name) in &around_env_file {
-        push_save(&mut w, i, name);
-        w.extend_from_slice(b"; ");
+        push_save(&mut body, i, name);
+        body.extend_from_slice(b"; ");
     }
-    w.extend_from_slice(format!("__cordon_f=${ENV_FILE_VAR}; case $__cordon_f in */*) ;; *) __cordon_f=./$__cordon_f;; esac; if {bs}test -r \"$__cordon_f\"; then {bs}. \"$__cordon_f\" || :; fi").as_bytes());
+    body.extend_from_slice(format!("__cordon_f=${ENV_FILE_VAR}; case $__cordon_f in */*) ;; *) __cordon_f=./$__cordon_f;; esac; if {bs}test -r \"$__cordon_f\"; then {bs}. \"$__cordon_f\" || :; fi").as_bytes());
     for &(i, name) in &around_env_file {
-        w.extend_from_slice(b"; ");
-        push_restore(&mut w, b, i, name);
-        w.extend_from_slice(format!("; {bs}unset __cordon_s{i} __cordon_v{i}").as_bytes());
+        body.extend_from_slice(b"; ");
+        push_restore(&mut body, b, i, name);
+        body.extend_from_slice(format!("; {bs}unset __cordon_s{i} __cordon_v{i}").as_bytes());
     }
+    body.extend_from_slice(format!("; {bs}unset __cordon_f").as_bytes());
+    w.extend_from_slice(
+        format!("if {bs}test -n \"${{{ENV_FILE_VAR}:-}}\"; then {bs}eval ").as_bytes(),
+    );
+    push_quoted(&mut w, &body);
     w.extend_from_slice(b"; fi\n");
 
     // 5. Restore the saved variables: exported with their run-time value, or unset.
@@ -279,16 +286,24 @@ fn build_wrapper(
         w.extend_from_slice(b"export PATH\n");
     }
 
-    // Scratch variables must not leak into the script's view of the shell.
-    w.extend_from_slice(b);
-    w.extend_from_slice(b"unset __cordon_f");
-    if opts.env_dir.is_some() && kind != ShellKind::Sh {
-        w.extend_from_slice(b" __cordon_ls __cordon_lv");
+    // Scratch variables must not leak into the script's view of the shell. (The env-file
+    // branch cleans up after itself.)
+    let mut scratch: Vec<String> = Vec::new();
+    if opts.env_dir.is_some() {
+        scratch.push("__cordon_f".into());
+        if kind != ShellKind::Sh {
+            scratch.extend(["__cordon_ls".into(), "__cordon_lv".into()]);
+        }
     }
     for &(i, _) in &around_all {
-        w.extend_from_slice(format!(" __cordon_s{i} __cordon_v{i}").as_bytes());
+        scratch.extend([format!("__cordon_s{i}"), format!("__cordon_v{i}")]);
     }
-    w.push(b'\n');
+    if !scratch.is_empty() {
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"unset ");
+        w.extend_from_slice(scratch.join(" ").as_bytes());
+        w.push(b'\n');
+    }
 
     if kind == ShellKind::Bash && opts.bash_expand_aliases {
         w.extend_from_slice(b"\\builtin shopt -s expand_aliases\n");
