@@ -6,6 +6,14 @@
 #                               shipped: statically linked (see README, "Installing the helper")
 #   cordon-sandbox-dynamic      the same helper as a plain `cargo build` leaves it, for comparison
 # Target: cordon-sandbox within 1.15x of min-helper.
+# Shell snapshots (issue 4), with a private HOME whose .bashrc does ~100 ms of shell work:
+#   bash -lc true               the login shell as agents run it (reads .profile -> .bashrc)
+#   bash -c true                a bare shell: the reference
+#   cordon-sandbox bash -c true the helper's own cost on top of it
+#   cordon-sandbox wrapped      `bash -lc true` rewritten to source the cached snapshot, through
+#                               the static helper: what `cordon run -- bash -lc true` executes
+#   cordon run bash -lc true    end to end through the CLI (cache lookup, runtime, helper)
+# Target: the wrapped command within 2x of bash -c true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,7 +64,58 @@ print(f"  dynamic build {ms['cordon-sandbox-dynamic']:7.3f} ms  (ratio {ms['cord
 print(f"ratio cordon-sandbox / min-helper: {ms['cordon-sandbox'] / ms['min-helper']:.3f} (target <= 1.15)")
 PY
 
+cargo build --release --quiet -p cordon --examples
+
+# Shell snapshots: a HOME laid out like Debian's skeleton (a login bash reads .profile, which
+# sources .bashrc), whose .bashrc spends ~100 ms in a busy loop before defining a function.
+home=$work/home
+mkdir -p "$home"
+cat >"$home/.profile" <<'SH'
+if [ -n "$BASH_VERSION" ] && [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi
+SH
+cat >"$home/.bashrc" <<'SH'
+i=0; while [ $i -lt ${BENCH_BASHRC_LOOPS:-20000} ]; do i=$((i+1)); done
+greet() { echo "hello $1"; }
+alias ll='ls -l'
+export EDITOR=vi
+SH
+bash_bin=$(command -v bash)
+# The exact argv `cordon run` executes, with the snapshot made (once) outside the sandbox.
+HOME=$home target/release/examples/snapshot_argv "$bash_bin" -lc true >"$work/wrapped.argv"
+wrapped=$(python3 -c 'import shlex, sys
+args = open(sys.argv[1], "rb").read().decode().split("\0")[:-1]
+print(" ".join(shlex.quote(a) for a in args))' "$work/wrapped.argv")
+HOME=$home "$helper" --policy "$policy" -- sh -c "$wrapped"' >/dev/null' \
+  || { echo "bench: the wrapped command fails" >&2; exit 1; }
+shell_runs=${BENCH_SHELL_RUNS:-20}
+for round in $(seq "$rounds"); do
+  HOME=$home hyperfine -N --warmup 2 --runs "$shell_runs" --export-json "$work/login-$round.json" \
+    -n 'bash -lc true' "$bash_bin -lc true" >/dev/null
+  HOME=$home hyperfine -N --warmup 20 --runs "$runs" --export-json "$work/shell-$round.json" \
+    -n 'bash -c true' "$bash_bin -c true" \
+    -n 'cordon-sandbox bash -c true' "$helper --policy '$policy' -- $bash_bin -c true" \
+    -n 'cordon-sandbox wrapped' "$helper --policy '$policy' -- $wrapped" \
+    -n 'cordon run bash -lc true' "$cordon run -- $bash_bin -lc true" >/dev/null
+done
+
+python3 - "$work" "$rounds" <<'PY'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+means = {}
+for i in range(1, rounds + 1):
+    for name in (f"login-{i}", f"shell-{i}"):
+        for x in json.load(open(f"{work}/{name}.json"))["results"]:
+            means.setdefault(x["command"], []).append(x["mean"] * 1000)
+ms = {k: statistics.median(v) for k, v in means.items()}
+base = ms["bash -c true"]
+print(f"shell snapshots, median of {rounds} rounds (HOME with a ~100 ms .bashrc):")
+for name in ["bash -lc true", "bash -c true", "cordon-sandbox bash -c true",
+             "cordon-sandbox wrapped", "cordon run bash -lc true"]:
+    print(f"  {name:28} {ms[name]:8.3f} ms  ({ms[name] / base:6.2f}x bash -c true)")
+print(f"ratio wrapped / bash -c true: {ms['cordon-sandbox wrapped'] / base:.3f} (target <= 2)")
+print(f"speed-up over bash -lc true: {ms['bash -lc true'] / ms['cordon-sandbox wrapped']:.1f}x")
+PY
+
 # Library throughput (issue 3): execs/s of `true` at concurrency 1 and 8 through the static
 # helper, and draining 1 GiB of output with peak RSS, each next to a reference from this run.
-cargo build --release --quiet -p cordon --examples
 target/release/examples/exec_bench --helper "$helper" --execs "${BENCH_EXECS:-400}" --gib 1

@@ -19,10 +19,11 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 use cordon_sandbox::status::{read_records, StatusRecord};
 use cordon_sandbox::SandboxPolicy;
@@ -47,9 +48,26 @@ pub enum HelperError {
     /// The explicitly named helper does not exist.
     #[error("{HELPER_ENV}={0:?} does not name an executable file")]
     Missing(PathBuf),
-    /// The status pipe could not be created.
+    /// The status pipe could not be created, or a passed descriptor could not be duplicated.
     #[error("cannot create the status pipe: {0}")]
     Pipe(io::Error),
+    /// Two passed descriptors share a target number, or a target is 0, 1 or 2.
+    #[error("cannot pass descriptor {0} to the command: targets must be distinct and above 2")]
+    PassTarget(RawFd),
+}
+
+/// A descriptor the command inherits on purpose, at number `target` (for example the write
+/// end of a pipe the command reports on). Under the sandbox the helper accepts it only if it
+/// is a pipe or socket end (`--pass-fd`); anything else is a setup error.
+///
+/// The parent keeps its own copy open for as long as any clone of the value lives, so drop
+/// every clone after the run to see end of file on the other end.
+#[derive(Debug, Clone)]
+pub struct PassFd {
+    /// The descriptor in this process.
+    pub fd: Arc<OwnedFd>,
+    /// Its number in the command (above 2).
+    pub target: RawFd,
 }
 
 /// How to start the helper.
@@ -68,18 +86,21 @@ pub struct Launch {
     pub status: StatusPipe,
 }
 
-/// The parent's end of the status pipe, plus the write end until the child is spawned.
+/// The parent's end of the status pipe, plus the write end (and the copies of passed
+/// descriptors) until the child is spawned.
 #[derive(Debug)]
 pub struct StatusPipe {
     read: File,
     write: Option<OwnedFd>,
+    passed: Vec<OwnedFd>,
 }
 
 impl StatusPipe {
-    /// Closes the parent's copy of the write end. Call right after spawning, or end of file
-    /// never arrives.
+    /// Closes the parent's copy of the write end and of the passed descriptors. Call right
+    /// after spawning, or end of file never arrives.
     pub fn close_write_end(&mut self) {
         self.write = None;
+        self.passed.clear();
     }
 
     /// Closes the write end and reads records until the helper execs the command (the pipe is
@@ -158,8 +179,23 @@ impl Helper {
         cwd: &Path,
         argv: &[OsString],
     ) -> Result<Launch, HelperError> {
+        self.command_with_fds(policy, cwd, argv, &[])
+    }
+
+    /// [`Helper::command`], and `pass` reaches the command at the target numbers (the helper
+    /// gets `--pass-fd N` for each and refuses anything but pipe and socket ends).
+    pub fn command_with_fds(
+        &self,
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        argv: &[OsString],
+        pass: &[PassFd],
+    ) -> Result<Launch, HelperError> {
+        let floor = fd_floor(pass)?;
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| HelperError::Pipe(io::Error::from(e)))?;
+        // Above every target, so that installing the passed descriptors cannot overwrite it.
+        let write = dup_at_least(&write, floor).map_err(HelperError::Pipe)?;
         let write_fd = write.as_raw_fd();
         let mut command = Command::new(&self.program);
         command
@@ -169,9 +205,11 @@ impl Helper {
             .arg("--cwd")
             .arg(cwd)
             .arg("--status-fd")
-            .arg(write_fd.to_string())
-            .arg("--")
-            .args(argv);
+            .arg(write_fd.to_string());
+        for p in pass {
+            command.arg("--pass-fd").arg(p.target.to_string());
+        }
+        command.arg("--").args(argv);
         // SAFETY: the closure only calls fcntl, which is async-signal-safe, on a descriptor
         // that is open in the child (it was open in the parent at fork).
         unsafe {
@@ -182,14 +220,77 @@ impl Helper {
                 Ok(())
             });
         }
+        let passed = install_passed_fds(&mut command, pass, floor).map_err(HelperError::Pipe)?;
         Ok(Launch {
             command,
             status: StatusPipe {
                 read: File::from(read),
                 write: Some(write),
+                passed,
             },
         })
     }
+}
+
+/// The lowest descriptor number above every target; checks the targets.
+pub(crate) fn fd_floor(pass: &[PassFd]) -> Result<RawFd, HelperError> {
+    let mut seen = Vec::with_capacity(pass.len());
+    for p in pass {
+        if p.target <= 2 || seen.contains(&p.target) {
+            return Err(HelperError::PassTarget(p.target));
+        }
+        seen.push(p.target);
+    }
+    Ok(seen.iter().max().map_or(3, |m| m + 1))
+}
+
+/// Makes `pass` appear in the child at their target numbers. Each source is first copied (in
+/// this process, close-on-exec) to a number at or above `floor`, i.e. above every target, so
+/// that one `dup2` in the child can never overwrite the source of the next, and `dup2` never
+/// maps a number onto itself (which would leave close-on-exec set). The copies are returned;
+/// keep them until the child is spawned, then drop them.
+pub(crate) fn install_passed_fds(
+    command: &mut Command,
+    pass: &[PassFd],
+    floor: RawFd,
+) -> io::Result<Vec<OwnedFd>> {
+    if pass.is_empty() {
+        return Ok(Vec::new());
+    }
+    let copies = pass
+        .iter()
+        .map(|p| dup_at_least(&p.fd, floor))
+        .collect::<io::Result<Vec<OwnedFd>>>()?;
+    let moves: Vec<(RawFd, RawFd)> = copies
+        .iter()
+        .zip(pass)
+        .map(|(c, p)| (c.as_raw_fd(), p.target))
+        .collect();
+    // SAFETY: dup2 is async-signal-safe; every source is open in the child (inherited from
+    // the parent, where `copies` keeps it open across the spawn) and no target equals a
+    // source. The closure allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            for &(src, target) in &moves {
+                if libc::dup2(src, target) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    Ok(copies)
+}
+
+/// A close-on-exec copy of `fd` numbered `floor` or higher.
+fn dup_at_least(fd: &OwnedFd, floor: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl duplicates a descriptor we hold open; nothing else owns the result.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `copy` is a new descriptor returned by fcntl above, owned by nobody yet.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
 }
 
 fn is_executable(path: &Path) -> bool {

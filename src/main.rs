@@ -17,6 +17,8 @@ use cordon::exec::{
 use cordon::helper::SELF_HELPER_ARG;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
+use cordon::session::{add_readable_root, capture_env};
+use cordon::snapshot::{self, CachedSnapshot, RewriteOptions, ShellKind};
 
 mod report;
 
@@ -41,6 +43,26 @@ struct Cli {
 enum Command {
     /// Run PROGRAM confined by a profile (default: workspace-write).
     Run(RunArgs),
+    /// Inspect or clean the shell snapshot cache.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
+}
+
+#[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Print the current snapshot's path and what it holds (names only, never values); make it
+    /// first if it does not exist.
+    Show {
+        /// The shell (default: $SHELL, then the passwd entry).
+        #[arg(long, value_name = "PATH")]
+        shell: Option<PathBuf>,
+    },
+    /// Delete stale snapshots and debris from the cache and list what was deleted.
+    Clean {
+        /// Keep snapshots used within this long: 30m, 12h, 3d (default 3d).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        retention: Option<Duration>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -83,6 +105,10 @@ struct RunArgs {
     /// wins over the secret filter).
     #[arg(long = "env", value_name = "KEY[=VALUE]")]
     env: Vec<String>,
+    /// Run `SHELL -lc SCRIPT` without the cached shell snapshot (the login shell then reads
+    /// its startup files itself, inside the sandbox).
+    #[arg(long)]
+    no_snapshot: bool,
     /// The command and its arguments.
     #[arg(last = true, value_name = "PROGRAM [ARGS]...")]
     argv: Vec<OsString>,
@@ -142,6 +168,13 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Snapshot(command) => match snapshot_command(command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cordon: {e:#}");
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
     }
 }
 
@@ -151,9 +184,9 @@ fn exit_code(code: i32) -> ExitCode {
 
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let json = args.json;
-    let request = match prepare(args)? {
+    let (request, _snapshot_in_use) = match prepare(args)? {
         Prepared::Printed => return Ok(ExitCode::SUCCESS),
-        Prepared::Run(request) => request,
+        Prepared::Run(request, snapshot) => (request, snapshot),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -167,7 +200,8 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 enum Prepared {
     /// `--print-policy` was handled.
     Printed,
-    Run(Box<ExecRequest>),
+    /// The request, and the cached snapshot it uses (whose lock must outlive the run).
+    Run(Box<ExecRequest>, Option<CachedSnapshot>),
 }
 
 /// Everything that can reject the request, before anything runs.
@@ -250,7 +284,117 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     if let Some(limit) = args.output_limit {
         request = request.output_limit(limit);
     }
-    Ok(Prepared::Run(Box::new(request)))
+    let snapshot = if args.no_snapshot {
+        None
+    } else {
+        use_cached_snapshot(&mut request)
+    };
+    Ok(Prepared::Run(Box::new(request), snapshot))
+}
+
+/// Wraps `SHELL -lc SCRIPT` with the cached snapshot of that shell, making it on first use.
+/// Any failure leaves the request as it was: a snapshot only saves time.
+fn use_cached_snapshot(request: &mut ExecRequest) -> Option<CachedSnapshot> {
+    let program = match request.argv.as_slice() {
+        [shell, flag, _, ..] if flag == "-lc" => PathBuf::from(shell),
+        _ => return None,
+    };
+    ShellKind::from_path(&program)?;
+    let mut attempt = || -> anyhow::Result<Option<CachedSnapshot>> {
+        let Some(dir) = snapshot::cache_dir(|k| std::env::var_os(k)) else {
+            tracing::info!("no snapshot: neither XDG_CACHE_HOME nor HOME names a directory");
+            return Ok(None);
+        };
+        let shell = snapshot::detect_shell(Some(&program))?;
+        let env = capture_env(&EnvPolicy::default())?;
+        let cached = snapshot::cached_snapshot(&dir, &shell, env, snapshot::DEFAULT_TIMEOUT)?;
+        let mut rw = RewriteOptions::new(cached.snapshot.clone());
+        // Explicit --env values win over the snapshot, as the sandbox markers do.
+        rw.keep_vars.extend(
+            request
+                .env
+                .set
+                .keys()
+                .filter_map(|k| k.to_str().map(str::to_owned)),
+        );
+        let wrapped = snapshot::rewrite_argv(&request.argv, &rw);
+        if wrapped == request.argv {
+            return Ok(None);
+        }
+        if let Some(policy) = request.policy.as_mut() {
+            let canonical = std::fs::canonicalize(&dir)
+                .with_context(|| format!("snapshot directory {dir:?}"))?;
+            add_readable_root(policy, &canonical);
+        }
+        request.reported_argv = Some(std::mem::replace(&mut request.argv, wrapped));
+        Ok(Some(cached))
+    };
+    match attempt() {
+        Ok(cached) => cached,
+        Err(e) => {
+            tracing::info!("running without a shell snapshot: {e:#}");
+            None
+        }
+    }
+}
+
+fn snapshot_command(command: SnapshotCommand) -> anyhow::Result<()> {
+    let dir = snapshot::cache_dir(|k| std::env::var_os(k))
+        .ok_or_else(|| anyhow!("neither XDG_CACHE_HOME nor HOME names a directory"))?;
+    match command {
+        SnapshotCommand::Show { shell } => {
+            let shell = snapshot::detect_shell(shell.as_deref())?;
+            let env = capture_env(&EnvPolicy::default())?;
+            let cached = snapshot::cached_snapshot(&dir, &shell, env, snapshot::DEFAULT_TIMEOUT)?;
+            let text = std::fs::read(&cached.path)
+                .with_context(|| format!("cannot read {:?}", cached.path))?;
+            let summary = snapshot::SnapshotSummary::parse(&text);
+            println!("path: {}", cached.path.display());
+            println!(
+                "shell: {} ({}){}",
+                shell.path.display(),
+                shell.kind.name(),
+                if cached.created { ", made now" } else { "" }
+            );
+            // Counts, then names: never a value (exports routinely hold tokens).
+            let line = |what: &str, names: &[String], extra: &str| {
+                let mut text = format!("{what} ({}{extra})", names.len());
+                if !names.is_empty() {
+                    text.push_str(": ");
+                    text.push_str(&names.join(" "));
+                }
+                println!("{text}");
+            };
+            line("functions", &summary.functions, "");
+            line("aliases", &summary.aliases, "");
+            let off = format!(", {} off", summary.options_off);
+            line("options on", &summary.options_on, &off);
+            line("exports", &summary.exports, "");
+        }
+        SnapshotCommand::Clean { retention } => {
+            if !dir.exists() {
+                println!("{}: nothing to clean", dir.display());
+                return Ok(());
+            }
+            let report =
+                snapshot::cleanup_stale(&dir, retention.unwrap_or(snapshot::DEFAULT_RETENTION))?;
+            for path in &report.deleted {
+                println!("deleted {}", path.display());
+            }
+            for (path, error) in &report.failed {
+                println!("could not delete {}: {error}", path.display());
+            }
+            for session in &report.live_sessions {
+                println!("in use, kept: {}", session.as_str());
+            }
+            println!(
+                "{} deleted, {} failed",
+                report.deleted.len(),
+                report.failed.len()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Runs the request. The command has its own session, so the terminal's signals reach only
@@ -342,7 +486,7 @@ fn absolute_entries(cwd: &Path, paths: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
-/// Parses `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
+/// Parses `500ms`, `10s`, `2m`, `1h`, `3d` (a bare number is seconds).
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let split = text
         .find(|c: char| !c.is_ascii_digit() && c != '.')
@@ -356,9 +500,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         "" | "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
+        "d" => value * 86400.0,
         _ => {
             return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
             ))
         }
     };

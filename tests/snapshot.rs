@@ -343,6 +343,9 @@ fn snapshot_overrides_and_path_win() {
     fs::write(envdir.join("1.sh"), "export HTTP_PROXY=from-env-dir\n").unwrap();
 
     let mut rw = RewriteOptions::new(snap.to_ref());
+    // A runtime with its own proxy keeps the proxy variables too.
+    rw.keep_vars
+        .extend(cordon::snapshot::PROXY_VARS.iter().map(|s| s.to_string()));
     rw.keep_vars.push("MY_TOKEN".into());
     rw.keep_vars.push("not-an-identifier".into());
     rw.env_dir = Some(envdir);
@@ -696,4 +699,39 @@ fn snapshot_unsupported_argv_is_untouched() {
     });
     let argv = vec![OsString::from("/bin/bash"), "-lc".into(), "true".into()];
     assert_eq!(rewrite_argv(&argv, &rw), argv);
+}
+
+#[test]
+fn snapshot_markers_win_over_env_file_without_env_dir() {
+    for shell in ["/bin/bash", "/usr/bin/zsh", "/usr/bin/dash"] {
+        let fx = Fixture::new();
+        let snap = fx.snapshot(shell).unwrap();
+        let file = fx.snaps.path().join("extra.sh");
+        fs::write(
+            &file,
+            "export CORDON_SANDBOX=0 CORDON_SANDBOX_NETWORK_DISABLED=0 X=from-file\n",
+        )
+        .unwrap();
+        let rw = RewriteOptions::new(snap.to_ref());
+        let script = "printf '%s|' \"${CORDON_SANDBOX-unset}\" \
+                      \"${CORDON_SANDBOX_NETWORK_DISABLED-unset}\" \"${X-unset}\" \
+                      \"${__cordon_s0-clean}${__cordon_v1-}${__cordon_f-}\"";
+        let argv = rewrite_argv(&os(&[shell, "-lc", script]), &rw);
+        let file = file.to_str().unwrap();
+        let out = fx.run(
+            &argv,
+            &[
+                ("CORDON_ENV_FILE", Some(file)),
+                ("CORDON_SANDBOX", Some("1")),
+                ("CORDON_SANDBOX_NETWORK_DISABLED", None),
+            ],
+        );
+        assert_eq!(stdout(&out), "1|unset|from-file|clean|", "{shell}");
+        // Without an env file nothing touches them.
+        let out = fx.run(
+            &argv,
+            &[("CORDON_ENV_FILE", None), ("CORDON_SANDBOX", Some("1"))],
+        );
+        assert_eq!(stdout(&out), "1|unset|unset|clean|", "{shell}");
+    }
 }

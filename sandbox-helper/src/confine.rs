@@ -34,6 +34,9 @@ pub const UNMEDIATED: [&str; 4] = [
 pub struct Args {
     /// Where to write status records.
     pub status_fd: Option<RawFd>,
+    /// Descriptors the command inherits on purpose (`--pass-fd`); checked to be pipe or socket
+    /// ends by [`Env::new`].
+    pub pass_fds: Vec<RawFd>,
     policy: PolicySource,
     cwd: Option<PathBuf>,
     argv: Vec<OsString>,
@@ -46,11 +49,12 @@ enum PolicySource {
 }
 
 impl Args {
-    /// Parses `(--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] -- PROGRAM [ARGS...]`
-    /// (`args` without the program name).
+    /// Parses `(--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] [--pass-fd N]...
+    /// -- PROGRAM [ARGS...]` (`args` without the program name).
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, SetupError> {
         let mut args = args.into_iter();
         let mut status_fd = None;
+        let mut pass_fds: Vec<RawFd> = Vec::new();
         let mut policy = None;
         let mut cwd = None;
         let mut argv = Vec::new();
@@ -85,6 +89,22 @@ impl Args {
                         })?;
                     set_once(&mut status_fd, fd, "--status-fd")?;
                 }
+                Some("--pass-fd") => {
+                    let v = value("--pass-fd")?;
+                    let fd = v
+                        .to_str()
+                        .and_then(|s| s.parse::<RawFd>().ok())
+                        .filter(|&fd| fd > 2)
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "--pass-fd {v:?} is not a descriptor number above 2"
+                            ))
+                        })?;
+                    if pass_fds.contains(&fd) {
+                        return Err(bad(format!("--pass-fd {fd} given twice")));
+                    }
+                    pass_fds.push(fd);
+                }
                 Some("--") => {
                     argv.extend(args.by_ref());
                     break;
@@ -96,8 +116,14 @@ impl Args {
         if argv.is_empty() {
             return Err(bad("no command given after --".into()));
         }
+        if let Some(fd) = status_fd.filter(|fd| pass_fds.contains(fd)) {
+            // The status fd is close-on-exec so that exec signals success; it cannot also be
+            // inherited by the command.
+            return Err(bad(format!("--pass-fd {fd} is also the --status-fd")));
+        }
         Ok(Args {
             status_fd,
+            pass_fds,
             policy,
             cwd,
             argv,
@@ -119,6 +145,8 @@ fn set_once<T>(slot: &mut Option<T>, value: T, name: &str) -> Result<(), SetupEr
 pub struct Env {
     policy: SandboxPolicy,
     status: Option<RawFd>,
+    /// The status fd and the `--pass-fd` descriptors: all that survives `close_inherited_fds`.
+    keep_fds: Vec<RawFd>,
     cwd: Option<PathBuf>,
     argv: Vec<CString>,
     parent: libc::pid_t,
@@ -144,6 +172,10 @@ impl Env {
     /// `parent` is `getppid()` read as early as possible, to detect a parent that died.
     pub fn new(args: Args, parent: libc::pid_t) -> Result<Env, SetupError> {
         let status = args.status_fd;
+        for &fd in &args.pass_fds {
+            check_pass_fd(fd)?;
+        }
+        let keep_fds: Vec<RawFd> = status.into_iter().chain(args.pass_fds).collect();
         let policy_text = match args.policy {
             PolicySource::Inline(text) => text.into_vec(),
             PolicySource::File(path) => {
@@ -174,6 +206,7 @@ impl Env {
         Ok(Env {
             policy,
             status,
+            keep_fds,
             cwd: args.cwd,
             argv,
             parent,
@@ -204,8 +237,10 @@ impl Env {
     /// The audited sequence. Each step assumes the ones above it.
     fn confine(&self) -> Result<(), SetupError> {
         // First: nothing the parent leaked may outlive this point, and every later step may
-        // fail, so the status fd must be the only descriptor left to report on.
-        process::close_inherited_fds(self.status)?;
+        // fail, so the status fd must be the only descriptor left to report on. `--pass-fd`
+        // descriptors stay too; `Env::new` checked they are pipe or socket ends, which carry
+        // data but grant no access to any path Landlock guards.
+        process::close_inherited_fds(&self.keep_fds)?;
         // Early: a command whose supervisor already died could never be timed out or killed.
         process::die_with_parent(self.parent)?;
         // Before no_new_privs and Landlock: dropping the bounding set needs CAP_SETPCAP.
@@ -302,6 +337,36 @@ fn prepare_status_fd(fd: RawFd) -> Result<RawFd, SetupError> {
         )));
     }
     Ok(fd)
+}
+
+/// Accepts a `--pass-fd` descriptor only if it is a pipe or a socket. A descriptor of a regular
+/// file or a directory was opened before Landlock existed in this process, so the command could
+/// read, write or `openat` beneath it regardless of the policy.
+fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
+    // SAFETY: `stat` is plain data for which all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into `st`, a valid, writable stat buffer; `fd` is only an integer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(SetupError::PassFd {
+            fd,
+            kind: "not an open descriptor",
+            errno: io::Error::last_os_error().raw_os_error(),
+        });
+    }
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFIFO | libc::S_IFSOCK => return Ok(()),
+        libc::S_IFREG => "a regular file",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFLNK => "a symbolic link",
+        _ => "of an unknown type",
+    };
+    Err(SetupError::PassFd {
+        fd,
+        kind,
+        errno: None,
+    })
 }
 
 fn carve_out_downgrades(policy: &SandboxPolicy) -> Vec<Downgrade> {

@@ -11,8 +11,18 @@ use crate::status::{StatusRecord, Step};
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// Bad helper arguments.
-    #[error("{0} (usage: cordon-sandbox (--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] -- PROGRAM [ARGS...])")]
+    #[error("{0} (usage: cordon-sandbox (--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] [--pass-fd N]... -- PROGRAM [ARGS...])")]
     Arguments(String),
+    /// A `--pass-fd` descriptor that is not a pipe or socket end.
+    #[error("--pass-fd {fd} is {kind}: only pipe and socket ends may be passed into the sandbox, because a file or directory descriptor would bypass Landlock")]
+    PassFd {
+        /// The descriptor.
+        fd: i32,
+        /// What it is instead.
+        kind: &'static str,
+        /// The errno when it could not be inspected at all.
+        errno: Option<i32>,
+    },
     /// The policy file could not be read.
     #[error("cannot read policy file {path:?}: {source}")]
     PolicyFile {
@@ -95,7 +105,7 @@ impl SetupError {
     /// The step this error belongs to.
     pub fn step(&self) -> Step {
         match self {
-            SetupError::Arguments(_) => Step::Arguments,
+            SetupError::Arguments(_) | SetupError::PassFd { .. } => Step::Arguments,
             SetupError::PolicyFile { .. } | SetupError::Policy(_) => Step::Policy,
             SetupError::CloseFds(_) => Step::CloseFds,
             SetupError::ParentDeath(_) => Step::ParentDeath,
@@ -123,7 +133,7 @@ impl SetupError {
             | SetupError::NoNewPrivs(e)
             | SetupError::Signals(e)
             | SetupError::Status(e) => e.raw_os_error(),
-            SetupError::Seccomp { errno, .. } => *errno,
+            SetupError::Seccomp { errno, .. } | SetupError::PassFd { errno, .. } => *errno,
             SetupError::Arguments(_) | SetupError::Policy(_) | SetupError::Refused { .. } => None,
         }
     }

@@ -1,4 +1,4 @@
-//! `cordon-sandbox (--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] -- PROGRAM [ARGS...]`
+//! `cordon-sandbox (--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] [--pass-fd N]... -- PROGRAM [ARGS...]`
 //!
 //! `no_main`: the helper's start-up is paid by every command, and Rust's runtime start-up
 //! (stack-guard discovery through `/proc/self/maps`, a signal stack, stdio checks, ignoring

@@ -8,15 +8,27 @@ use caps::CapSet;
 
 use crate::error::SetupError;
 
-/// Closes every descriptor above stderr except `keep`, so that nothing the parent leaked (an
-/// open file outside the sandbox, a socket) survives into the command. Landlock checks access
-/// when a file is opened, so an fd opened before confinement would otherwise bypass it.
-pub fn close_inherited_fds(keep: Option<RawFd>) -> Result<(), SetupError> {
-    let ranges: &[(u32, u32)] = match keep {
-        Some(fd) if fd > 2 => &[(3, fd as u32 - 1), (fd as u32 + 1, u32::MAX)],
-        _ => &[(3, u32::MAX)],
-    };
-    for &(first, last) in ranges {
+/// Closes every descriptor above stderr except those in `keep`, so that nothing the parent
+/// leaked (an open file outside the sandbox, a socket) survives into the command. Landlock
+/// checks access when a file is opened, so an fd opened before confinement would otherwise
+/// bypass it; the caller keeps only the status fd and checked pipe or socket ends.
+pub fn close_inherited_fds(keep: &[RawFd]) -> Result<(), SetupError> {
+    let mut kept: Vec<u32> = keep
+        .iter()
+        .filter_map(|&fd| u32::try_from(fd).ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    kept.sort_unstable();
+    kept.dedup();
+    // The gaps between kept descriptors: [3, k0-1], [k0+1, k1-1], ..., [kn+1, MAX].
+    let mut ranges = Vec::with_capacity(kept.len() + 1);
+    let mut first = 3u32;
+    for fd in kept {
+        ranges.push((first, fd - 1));
+        first = fd + 1;
+    }
+    ranges.push((first, u32::MAX));
+    for (first, last) in ranges {
         if first > last {
             continue;
         }

@@ -59,6 +59,7 @@ use cordon_sandbox::SandboxPolicy;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::helper::PassFd;
 use crate::helper::{Helper, HelperError};
 
 pub use capture::Captured;
@@ -200,6 +201,14 @@ pub struct ExecRequest {
     /// behind. The command then blocks on a full pipe, as it would writing to a slow terminal;
     /// the CLI uses this to pass output through without losing any.
     pub lossless_events: bool,
+    /// Descriptors the command inherits on purpose, at fixed numbers (pipe or socket ends
+    /// only when sandboxed; see [`PassFd`]). Empty by default: the command gets only stdio.
+    pub pass_fds: Vec<PassFd>,
+    /// When `argv` is a wrapper the caller built around the user's command (a shell snapshot
+    /// wrapper, see [`crate::session`]), the command as the user gave it. It is what
+    /// [`ExecResult::argv`] and [`ExecEvent::Started`] report, and so all that classification
+    /// and approvals ever see.
+    pub reported_argv: Option<Vec<OsString>>,
     /// Give the command the caller's own stdout instead of capturing it (the CLI's
     /// pass-through, so a terminal stays a terminal). The result's `stdout` is then empty.
     pub inherit_stdout: bool,
@@ -240,8 +249,21 @@ impl ExecRequest {
             stdin: StdinSource::Null,
             cancel: CancellationToken::new(),
             lossless_events: false,
+            pass_fds: Vec::new(),
+            reported_argv: None,
             inherit_stdout: false,
         }
+    }
+
+    /// The command as it is reported: [`ExecRequest::reported_argv`] when set, else `argv`.
+    pub fn display_argv(&self) -> &[OsString] {
+        self.reported_argv.as_deref().unwrap_or(&self.argv)
+    }
+
+    /// Passes `fd` to the command as descriptor `target`.
+    pub fn pass_fd(mut self, fd: std::sync::Arc<std::os::fd::OwnedFd>, target: i32) -> ExecRequest {
+        self.pass_fds.push(PassFd { fd, target });
+        self
     }
 
     /// Sets the timeout.

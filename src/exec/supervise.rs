@@ -45,7 +45,7 @@ pub(super) async fn run(
         } else {
             SandboxMode::None
         },
-        argv: request.argv.clone(),
+        argv: request.display_argv().to_vec(),
         cwd: request.cwd.clone(),
         policy: request.policy.clone(),
         pid: None,
@@ -73,7 +73,7 @@ pub(super) async fn run(
         return result;
     }
 
-    let (command, status_pipe) = match build_command(config, &request, &env) {
+    let (command, status_pipe, passed) = match build_command(config, &request, &env) {
         Ok(built) => built,
         Err(e) => {
             result.outcome = spawn_failure(&e, &result);
@@ -85,6 +85,7 @@ pub(super) async fn run(
     // Whatever happened, the parent's copy of the write end must go now, or end of file never
     // arrives on the status pipe.
     let status_read = status_pipe.map(|p| p.into_read_end());
+    drop(passed);
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
@@ -116,7 +117,7 @@ pub(super) async fn run(
         let _ = tx
             .send(ExecEvent::Started {
                 pid,
-                argv: request.argv.clone(),
+                argv: request.display_argv().to_vec(),
             })
             .await;
     }
@@ -239,6 +240,7 @@ fn validate(config: &Config, request: &ExecRequest) -> Result<PreparedEnv, Strin
             ))
         }
     }
+    crate::helper::fd_floor(&request.pass_fds).map_err(|e| e.to_string())?;
     if let Some(policy) = &request.policy {
         policy
             .validate()
@@ -255,21 +257,25 @@ fn validate(config: &Config, request: &ExecRequest) -> Result<PreparedEnv, Strin
         .map_err(|e| e.to_string())
 }
 
-/// The command to spawn and, when confined, the helper's status pipe.
-fn build_command(
-    config: &Config,
-    request: &ExecRequest,
-    env: &PreparedEnv,
-) -> io::Result<(std::process::Command, Option<crate::helper::StatusPipe>)> {
-    let (mut command, status) = match (&request.policy, &config.helper) {
+/// The command to spawn; when confined, the helper's status pipe; unconfined, the copies of
+/// passed descriptors to close right after the spawn (confined, the status pipe holds them).
+type Built = (
+    std::process::Command,
+    Option<crate::helper::StatusPipe>,
+    Vec<std::os::fd::OwnedFd>,
+);
+
+/// The command to spawn, see [`Built`].
+fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> io::Result<Built> {
+    let (mut command, status, passed) = match (&request.policy, &config.helper) {
         (Some(policy), Some(helper)) => {
             let launch = helper
-                .command(policy, &request.cwd, &request.argv)
+                .command_with_fds(policy, &request.cwd, &request.argv, &request.pass_fds)
                 .map_err(|e| match e {
                     crate::helper::HelperError::Pipe(io) => io,
                     other => io::Error::other(other.to_string()),
                 })?;
-            (launch.command, Some(launch.status))
+            (launch.command, Some(launch.status), Vec::new())
         }
         _ => {
             let mut command = std::process::Command::new(&request.argv[0]);
@@ -289,7 +295,10 @@ fn build_command(
                     Ok(())
                 });
             }
-            (command, None)
+            let floor = crate::helper::fd_floor(&request.pass_fds)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+            let passed = crate::helper::install_passed_fds(&mut command, &request.pass_fds, floor)?;
+            (command, None, passed)
         }
     };
     command
@@ -316,7 +325,7 @@ fn build_command(
             Ok(())
         });
     }
-    Ok((command, status))
+    Ok((command, status, passed))
 }
 
 /// The outcome when nothing could be spawned.

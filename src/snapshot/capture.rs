@@ -1,9 +1,10 @@
 //! Making a snapshot: run the login shell once, keep what it set up, check it, install it.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -336,7 +337,8 @@ pub fn create_snapshot(
             stderr: stderr.clone(),
         }
     })?;
-    let body = render(shell, &sections);
+    let defaults = default_options(shell, opts);
+    let body = render(shell, &sections, defaults.as_deref(), &start_env(&opts.env));
 
     let tmp = opts
         .dir
@@ -368,6 +370,20 @@ pub fn create_snapshot(
         generation: opts.generation,
         armed: true,
     })
+}
+
+/// The environment the capture shell starts with: ours, changed as `apply_env` changes it.
+fn start_env(changes: &[(OsString, Option<OsString>)]) -> HashMap<Vec<u8>, Vec<u8>> {
+    let mut env: HashMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
+        .map(|(k, v)| (k.into_vec(), v.into_vec()))
+        .collect();
+    for (k, v) in changes {
+        match v {
+            Some(v) => env.insert(k.as_bytes().to_vec(), v.as_bytes().to_vec()),
+            None => env.remove(k.as_bytes()),
+        };
+    }
+    env
 }
 
 fn apply_env(cmd: &mut Command, env: &[(OsString, Option<OsString>)]) {
@@ -466,20 +482,19 @@ pub(crate) fn unique_token() -> String {
 /// contains can be mistaken for a section boundary. Every builtin is called through
 /// `builtin`/`command` because the startup files may have replaced it with a function or alias.
 fn capture_script(kind: ShellKind, sep: &str) -> String {
-    let (b, load, functions, options, aliases) = match kind {
+    let options = options_command(kind);
+    let (b, load, functions, aliases) = match kind {
         ShellKind::Bash => (
             "\\builtin",
             // A non-interactive bash has already sourced $BASH_ENV itself.
             "if [ -z \"${BASH_ENV:-}\" ] && [ -r \"${HOME:-}/.bashrc\" ]; then . \"${HOME:-}/.bashrc\"; fi",
             "\\builtin declare -f",
-            "\\builtin set +o; \\builtin shopt -p",
             "\\builtin alias -p",
         ),
         ShellKind::Zsh => (
             "\\builtin",
             "if [ -r \"${ZDOTDIR:-${HOME:-}}/.zshrc\" ]; then . \"${ZDOTDIR:-${HOME:-}}/.zshrc\"; fi",
             "\\builtin typeset -f",
-            "for __cordon_o in ${(k)options}; do \\builtin print -r -- \"$__cordon_o ${options[$__cordon_o]}\"; done",
             "\\builtin alias -L; \\builtin alias -sL",
         ),
         ShellKind::Sh => (
@@ -487,7 +502,6 @@ fn capture_script(kind: ShellKind, sep: &str) -> String {
             "if [ -n \"${ENV:-}\" ] && [ -r \"$ENV\" ]; then . \"$ENV\"; fi",
             // dash cannot list functions at all; a bash or ksh running as sh can.
             "if \\command -v typeset >/dev/null 2>&1; then typeset -f; fi",
-            "\\command set +o",
             "\\command alias",
         ),
     };
@@ -503,6 +517,27 @@ fn capture_script(kind: ShellKind, sep: &str) -> String {
          {b} printf '%s\\n' '{sep} env'\n\
          \\command -p env -0\n"
     )
+}
+
+/// The shell command that lists every option with its state.
+fn options_command(kind: ShellKind) -> &'static str {
+    match kind {
+        ShellKind::Bash => "\\builtin set +o; \\builtin shopt -p",
+        ShellKind::Zsh => "for __cordon_o in ${(k)options}; do \\builtin print -r -- \"$__cordon_o ${options[$__cordon_o]}\"; done",
+        ShellKind::Sh => "\\command set +o",
+    }
+}
+
+/// The option states a fresh non-login `<shell> -c`, like the wrapper's, starts with in the
+/// capture's environment; `None` when they cannot be listed (then every option is written).
+fn default_options(shell: &Shell, opts: &SnapshotOptions) -> Option<Vec<u8>> {
+    let mut cmd = Command::new(&shell.path);
+    cmd.arg("-c").arg(options_command(shell.kind));
+    apply_env(&mut cmd, &opts.env);
+    // Exported option lists would hand the capture's own state to the baseline.
+    cmd.env_remove("SHELLOPTS").env_remove("BASHOPTS");
+    let out = run(&mut cmd, opts.timeout, 1024 * 1024).ok()?;
+    out.status.success().then_some(out.stdout)
 }
 
 /// The captured state, split by section.
@@ -547,11 +582,19 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// The snapshot file: marker, `unalias -a`, functions, options, aliases, exports.
 ///
-/// Options are written with their full on/off state, not only the ones that are on: the shell
-/// that sources the snapshot starts from the same non-interactive defaults as the capture
-/// shell, and an option turned *off* by a startup file (zsh's `setopt noclobber` clears
-/// `clobber`) must be replayed too.
-fn render(shell: &Shell, s: &Sections<'_>) -> Vec<u8> {
+/// Options are written as on/off commands for every option whose state differs from
+/// `default_options` (all of them when the defaults are unknown), not only the ones that are
+/// on: an option turned *off* by a startup file (zsh's `setopt noclobber` clears `clobber`)
+/// must be replayed too. Exports are written when the startup files set or changed them, i.e.
+/// when they differ from `inherited`, the environment the capture shell started with; the
+/// rest are left to whatever environment the command itself inherits, as `<shell> -lc` would.
+/// Both keep the file short, which matters because it is sourced before every command.
+fn render(
+    shell: &Shell,
+    s: &Sections<'_>,
+    default_options: Option<&[u8]>,
+    inherited: &HashMap<Vec<u8>, Vec<u8>>,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.functions.len() + s.aliases.len() + s.env.len() + 1024);
     out.extend_from_slice(MARKER_LINE.as_bytes());
     out.extend_from_slice(b"\n# cordon shell snapshot (");
@@ -566,13 +609,31 @@ fn render(shell: &Shell, s: &Sections<'_>) -> Vec<u8> {
     if !s.functions.is_empty() && !s.functions.ends_with(b"\n") {
         out.push(b'\n');
     }
-    render_options(shell.kind, s.options, &mut out);
+    render_options(shell.kind, s.options, default_options, &mut out);
     render_aliases(shell.kind, s.aliases, &mut out);
-    render_exports(s.env, &mut out);
+    render_exports(s.env, inherited, &mut out);
     out
 }
 
-fn render_options(kind: ShellKind, raw: &[u8], out: &mut Vec<u8>) {
+/// Writes the option commands, leaving out those that only restate `defaults` (the states a
+/// fresh `<shell> -c` starts with, when known): sourcing costs bash about 20 µs per command,
+/// and a full list is a hundred of them.
+fn render_options(kind: ShellKind, raw: &[u8], defaults: Option<&[u8]>, out: &mut Vec<u8>) {
+    let defaults: std::collections::HashSet<Vec<u8>> = defaults
+        .map(|d| option_commands(kind, d).into_iter().collect())
+        .unwrap_or_default();
+    for command in option_commands(kind, raw) {
+        if !defaults.contains(&command) {
+            out.extend_from_slice(&command);
+            out.push(b'\n');
+        }
+    }
+}
+
+/// One command per option line of the shell's listing (`set -o x`, `shopt -u y`,
+/// `setopt z`), minus invalid names and [`EXCLUDED_OPTIONS`].
+fn option_commands(kind: ShellKind, raw: &[u8]) -> Vec<Vec<u8>> {
+    let mut commands = Vec::new();
     for line in raw.split(|b| *b == b'\n') {
         let line = trim_cr(line);
         let (prefix, name): (&[u8], &[u8]) = match kind {
@@ -602,10 +663,9 @@ fn render_options(kind: ShellKind, raw: &[u8], out: &mut Vec<u8>) {
         if !valid || EXCLUDED_OPTIONS.iter().any(|x| x.as_bytes() == name) {
             continue;
         }
-        out.extend_from_slice(prefix);
-        out.extend_from_slice(name);
-        out.push(b'\n');
+        commands.push([prefix, name].concat());
     }
+    commands
 }
 
 fn trim_cr(line: &[u8]) -> &[u8] {
@@ -665,13 +725,16 @@ fn split_unquoted_lines(raw: &[u8]) -> Vec<&[u8]> {
 
 /// Exports from `env -0`, minus names a shell cannot assign and the excluded names, each
 /// quoted exactly (values keep newlines, quotes and non-UTF-8 bytes).
-fn render_exports(env: &[u8], out: &mut Vec<u8>) {
+fn render_exports(env: &[u8], inherited: &HashMap<Vec<u8>, Vec<u8>>, out: &mut Vec<u8>) {
     for entry in env.split(|b| *b == 0) {
         let Some(eq) = entry.iter().position(|b| *b == b'=') else {
             continue;
         };
         let (name, value) = (&entry[..eq], &entry[eq + 1..]);
-        if !is_identifier(name) || EXCLUDED_EXPORTS.iter().any(|x| x.as_bytes() == name) {
+        if !is_identifier(name)
+            || EXCLUDED_EXPORTS.iter().any(|x| x.as_bytes() == name)
+            || inherited.get(name).is_some_and(|v| v == value)
+        {
             continue;
         }
         out.extend_from_slice(b"export ");
@@ -718,9 +781,17 @@ mod tests {
 
     #[test]
     fn snapshot_export_filtering() {
-        let env = b"A=1\0PWD=/x\0BAD-NAME=2\0B=it's\nok\0CORDON_SANDBOX=1\0NOEQ\0";
+        let env = b"A=1\0PWD=/x\0BAD-NAME=2\0B=it's\nok\0CORDON_SANDBOX=1\0NOEQ\0C=same\0D=new\0";
         let mut out = Vec::new();
-        render_exports(env, &mut out);
-        assert_eq!(out, b"export A='1'\nexport B='it'\\''s\nok'\n".to_vec());
+        // C is exactly as the capture shell inherited it; D was changed by a startup file.
+        let inherited = HashMap::from([
+            (b"C".to_vec(), b"same".to_vec()),
+            (b"D".to_vec(), b"old".to_vec()),
+        ]);
+        render_exports(env, &inherited, &mut out);
+        assert_eq!(
+            out,
+            b"export A='1'\nexport B='it'\\''s\nok'\nexport D='new'\n".to_vec()
+        );
     }
 }

@@ -8,16 +8,21 @@
 //! 2. [`create_snapshot`] runs `<shell> -lc <capture script>` in its own session with a
 //!    timeout. The script sources the interactive startup file (bash: `~/.bashrc` unless
 //!    `BASH_ENV` is set; zsh: `${ZDOTDIR:-$HOME}/.zshrc`; sh: `$ENV`), prints the marker line
-//!    `# Snapshot file`, then functions, option states, aliases and exports. The result is
+//!    `# Snapshot file`, then functions, option states, aliases and exports (only the options
+//!    that differ from a fresh `<shell> -c` and the exports the startup files set or changed,
+//!    because the file is sourced before every command). The result is
 //!    written to `<dir>/<session>.tmp-<unique>` (0600, in a 0700 directory), checked by sourcing
 //!    it with `set -e` in a non-login shell of the same kind, and renamed to
 //!    `<dir>/<session>.<generation>.sh`. Any failure removes the temporary file and reports the
 //!    step in a [`SnapshotError`]; the caller then simply runs commands without a snapshot.
 //! 3. [`rewrite_argv`] turns `[shell, "-lc", script, args...]` into `[shell, "-c", wrapper]`.
-//!    The wrapper saves the variables that must win (markers, proxies, explicit overrides),
+//!    The wrapper saves the variables that must win (the sandbox markers, explicit overrides,
+//!    and [`PROXY_VARS`] when the caller runs a proxy),
 //!    sources the snapshot, the session `env/` files and `$CORDON_ENV_FILE`, restores the saved
 //!    variables, prepends the runtime's `PATH` entries and runs the script with `eval` in the
 //!    same shell, so functions, aliases and options stay in effect.
+//!    [`cached_snapshot`] is the command line's cache of such files, keyed on the shell and
+//!    its startup files; [`crate::session::Session`] makes one per session.
 //! 4. [`cleanup_stale`] (or [`spawn_cleanup`]) removes debris and old snapshots of sessions
 //!    that no longer hold their [`SessionLock`].
 //!
@@ -57,6 +62,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cache;
 mod cache_key;
 mod capture;
 mod cleanup;
@@ -64,9 +70,11 @@ mod quote;
 mod rewrite;
 mod run;
 mod shell;
+mod summary;
 
 use std::path::PathBuf;
 
+pub use cache::{cache_dir, cache_session, cached_snapshot, CacheError, CachedSnapshot};
 pub use cache_key::{cache_key, startup_files};
 pub use capture::{
     create_snapshot, SnapshotError, SnapshotFile, SnapshotOptions, DEFAULT_MAX_OUTPUT,
@@ -79,9 +87,11 @@ pub use cleanup::{
 pub use quote::{is_identifier, push_quoted, quoted};
 pub use rewrite::{
     readable_root_needed, rewrite_argv, ReportFd, RewriteOptions, ALWAYS_KEEP, ENV_FILE_VAR,
+    PROXY_VARS,
 };
 pub use run::RunError;
 pub use shell::{detect_shell, detect_shell_from, Shell, ShellError, ShellKind};
+pub use summary::SnapshotSummary;
 
 /// The line that separates startup noise from the snapshot proper; it is also the first line
 /// of every snapshot file.
@@ -111,6 +121,12 @@ impl SessionId {
         } else {
             Err(InvalidSessionId(id))
         }
+    }
+
+    /// A fresh id unique among the ids this machine makes at the same time: `s` and 16 hex
+    /// digits.
+    pub fn unique() -> SessionId {
+        SessionId(format!("s{}", capture::unique_token()))
     }
 
     /// The id.

@@ -8,12 +8,21 @@ use super::quote::{is_identifier, push_quoted};
 use super::shell::ShellKind;
 use super::SnapshotRef;
 
-/// Variables that always win over a snapshot: the sandbox markers (the helper sets them per
-/// command) and proxy settings (the runtime may point them at its own proxy). Explicit
-/// overrides from the request are added by the caller.
+/// Variables that always win over a snapshot: the sandbox markers, which the helper sets per
+/// command (a snapshot never contains them, but an `env/` script could). Explicit overrides
+/// from the request are added by the caller, and [`PROXY_VARS`] when it runs a proxy.
+///
+/// Every kept variable costs the wrapper two parameter expansions and a test at run time
+/// (about 60 µs for a dozen in bash), so the list holds only what can actually differ.
 pub const ALWAYS_KEEP: &[&str] = &[
     cordon_sandbox::policy::MARKER_SANDBOX,
     cordon_sandbox::policy::MARKER_NETWORK_DISABLED,
+];
+
+/// Proxy settings: a runtime that points commands at its own proxy adds these to
+/// [`RewriteOptions::keep_vars`] so that a proxy exported by the user's startup files does not
+/// replace it.
+pub const PROXY_VARS: &[&str] = &[
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "ALL_PROXY",
@@ -151,21 +160,35 @@ fn build_wrapper(
         .map(|s| s.as_bytes())
         .filter(|n| is_identifier(n) && !n.starts_with(b"__cordon_"))
         .collect();
+    // The snapshot never sets the sandbox markers (capture leaves them out), so without an
+    // env/ directory only `$CORDON_ENV_FILE` can change them: they are then saved and restored
+    // around that file alone, and a command without one pays nothing for them. Each kept
+    // variable costs bash two parameter expansions and a test, about 15 µs.
+    let is_marker = |n: &&[u8]| {
+        [
+            cordon_sandbox::policy::MARKER_SANDBOX,
+            cordon_sandbox::policy::MARKER_NETWORK_DISABLED,
+        ]
+        .iter()
+        .any(|m| m.as_bytes() == *n)
+    };
+    let (around_env_file, around_all): (Kept<'_>, Kept<'_>) = keep
+        .iter()
+        .copied()
+        .enumerate()
+        .partition(|(_, n)| opts.env_dir.is_none() && is_marker(n));
 
     // 1. Save the variables that must win, reading them now, at run time.
-    for (i, name) in keep.iter().enumerate() {
-        w.extend_from_slice(format!("__cordon_s{i}=${{").as_bytes());
-        w.extend_from_slice(name);
-        w.extend_from_slice(format!("+x}} __cordon_v{i}=${{").as_bytes());
-        w.extend_from_slice(name);
-        w.extend_from_slice(b"-}\n");
+    for &(i, name) in &around_all {
+        push_save(&mut w, i, name);
+        w.push(b'\n');
     }
 
     // 2. List the env/ files before the snapshot can change glob options. The positional
     //    parameters are free scratch space here; the script's own are set just before it runs.
-    w.extend_from_slice(b);
-    w.extend_from_slice(b"set --\n");
     if let Some(dir) = &opts.env_dir {
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"set --\n");
         let mut qdir = Vec::new();
         push_quoted(&mut qdir, dir.as_os_str().as_bytes());
         w.extend_from_slice(b"if ");
@@ -197,7 +220,9 @@ fn build_wrapper(
     }
 
     // 3. The snapshot. Its failure is ignored: a partly applied snapshot beats no command.
-    //    `command .` keeps dash from exiting on an error in the sourced file.
+    //    `command .` keeps dash from exiting on an error in the sourced file. It only defines
+    //    things, so it neither reads stdin nor prints; error messages (an option this shell
+    //    version lacks) are silenced.
     let mut qsnap = Vec::new();
     push_quoted(&mut qsnap, snap.path.as_os_str().as_bytes());
     w.extend_from_slice(b"if ");
@@ -208,7 +233,7 @@ fn build_wrapper(
     w.extend_from_slice(b);
     w.extend_from_slice(b". ");
     w.extend_from_slice(&qsnap);
-    w.extend_from_slice(b" </dev/null >/dev/null 2>&1 || :; fi\n");
+    w.extend_from_slice(b" 2>/dev/null || :; fi\n");
 
     // 4. env/ files in order, then $CORDON_ENV_FILE. A name without a slash is made relative
     //    to the working directory, since `.` would otherwise search PATH for it.
@@ -219,28 +244,31 @@ fn build_wrapper(
         w.extend_from_slice(b);
         w.extend_from_slice(b". \"$__cordon_f\" || :; fi; done\n");
     }
-    w.extend_from_slice(format!("if {0}test -n \"${{{ENV_FILE_VAR}:-}}\"; then __cordon_f=${ENV_FILE_VAR}; case $__cordon_f in */*) ;; *) __cordon_f=./$__cordon_f;; esac; if {0}test -r \"$__cordon_f\"; then {0}. \"$__cordon_f\" || :; fi; fi\n",
-        String::from_utf8_lossy(b)).as_bytes());
+    // The branch for `$CORDON_ENV_FILE` is passed to `eval` as one quoted word: bash parses a
+    // quoted word far faster than the commands in it, and most commands have no such file.
+    let bs = String::from_utf8_lossy(b);
+    let mut body: Vec<u8> = Vec::new();
+    for &(i, name) in &around_env_file {
+        push_save(&mut body, i, name);
+        body.extend_from_slice(b"; ");
+    }
+    body.extend_from_slice(format!("__cordon_f=${ENV_FILE_VAR}; case $__cordon_f in */*) ;; *) __cordon_f=./$__cordon_f;; esac; if {bs}test -r \"$__cordon_f\"; then {bs}. \"$__cordon_f\" || :; fi").as_bytes());
+    for &(i, name) in &around_env_file {
+        body.extend_from_slice(b"; ");
+        push_restore(&mut body, b, i, name);
+        body.extend_from_slice(format!("; {bs}unset __cordon_s{i} __cordon_v{i}").as_bytes());
+    }
+    body.extend_from_slice(format!("; {bs}unset __cordon_f").as_bytes());
+    w.extend_from_slice(
+        format!("if {bs}test -n \"${{{ENV_FILE_VAR}:-}}\"; then {bs}eval ").as_bytes(),
+    );
+    push_quoted(&mut w, &body);
+    w.extend_from_slice(b"; fi\n");
 
     // 5. Restore the saved variables: exported with their run-time value, or unset.
-    for (i, name) in keep.iter().enumerate() {
-        w.extend_from_slice(
-            format!(
-                "if {0}test -n \"$__cordon_s{i}\"; then ",
-                String::from_utf8_lossy(b)
-            )
-            .as_bytes(),
-        );
-        w.extend_from_slice(name);
-        w.extend_from_slice(format!("=$__cordon_v{i}; ").as_bytes());
-        w.extend_from_slice(b);
-        w.extend_from_slice(b"export ");
-        w.extend_from_slice(name);
-        w.extend_from_slice(b"; else ");
-        w.extend_from_slice(b);
-        w.extend_from_slice(b"unset ");
-        w.extend_from_slice(name);
-        w.extend_from_slice(b"; fi\n");
+    for &(i, name) in &around_all {
+        push_restore(&mut w, b, i, name);
+        w.push(b'\n');
     }
 
     // 6. The runtime's PATH entries go first.
@@ -258,13 +286,24 @@ fn build_wrapper(
         w.extend_from_slice(b"export PATH\n");
     }
 
-    // Scratch variables must not leak into the script's view of the shell.
-    w.extend_from_slice(b);
-    w.extend_from_slice(b"unset __cordon_f __cordon_ls __cordon_lv");
-    for i in 0..keep.len() {
-        w.extend_from_slice(format!(" __cordon_s{i} __cordon_v{i}").as_bytes());
+    // Scratch variables must not leak into the script's view of the shell. (The env-file
+    // branch cleans up after itself.)
+    let mut scratch: Vec<String> = Vec::new();
+    if opts.env_dir.is_some() {
+        scratch.push("__cordon_f".into());
+        if kind != ShellKind::Sh {
+            scratch.extend(["__cordon_ls".into(), "__cordon_lv".into()]);
+        }
     }
-    w.push(b'\n');
+    for &(i, _) in &around_all {
+        scratch.extend([format!("__cordon_s{i}"), format!("__cordon_v{i}")]);
+    }
+    if !scratch.is_empty() {
+        w.extend_from_slice(b);
+        w.extend_from_slice(b"unset ");
+        w.extend_from_slice(scratch.join(" ").as_bytes());
+        w.push(b'\n');
+    }
 
     if kind == ShellKind::Bash && opts.bash_expand_aliases {
         w.extend_from_slice(b"\\builtin shopt -s expand_aliases\n");
@@ -296,6 +335,30 @@ fn build_wrapper(
     push_quoted(&mut w, script);
     w.push(b'\n');
     w
+}
+
+/// Kept variables with the index of their scratch variables.
+type Kept<'a> = Vec<(usize, &'a [u8])>;
+
+/// `__cordon_s<i>=${NAME+x} __cordon_v<i>=${NAME-}`: whether `name` is set, and its value.
+fn push_save(w: &mut Vec<u8>, i: usize, name: &[u8]) {
+    w.extend_from_slice(format!("__cordon_s{i}=${{").as_bytes());
+    w.extend_from_slice(name);
+    w.extend_from_slice(format!("+x}} __cordon_v{i}=${{").as_bytes());
+    w.extend_from_slice(name);
+    w.extend_from_slice(b"-}");
+}
+
+/// Puts `name` back as [`push_save`] found it: exported with its value, or unset.
+fn push_restore(w: &mut Vec<u8>, b: &[u8], i: usize, name: &[u8]) {
+    let bs = String::from_utf8_lossy(b);
+    w.extend_from_slice(format!("if {bs}test -n \"$__cordon_s{i}\"; then ").as_bytes());
+    w.extend_from_slice(name);
+    w.extend_from_slice(format!("=$__cordon_v{i}; {bs}export ").as_bytes());
+    w.extend_from_slice(name);
+    w.extend_from_slice(format!("; else {bs}unset ").as_bytes());
+    w.extend_from_slice(name);
+    w.extend_from_slice(b"; fi");
 }
 
 /// The snapshot directory when the sandbox's readable roots do not already cover it; the
