@@ -310,13 +310,7 @@ fn use_cached_snapshot(request: &mut ExecRequest) -> Option<CachedSnapshot> {
         let cached = snapshot::cached_snapshot(&dir, &shell, env, snapshot::DEFAULT_TIMEOUT)?;
         let mut rw = RewriteOptions::new(cached.snapshot.clone());
         // Explicit --env values win over the snapshot, as the sandbox markers do.
-        rw.keep_vars.extend(
-            request
-                .env
-                .set
-                .keys()
-                .filter_map(|k| k.to_str().map(str::to_owned)),
-        );
+        rw.keep_overrides(request.env.set.keys());
         let wrapped = snapshot::rewrite_argv(&request.argv, &rw);
         if wrapped == request.argv {
             return Ok(None);

@@ -402,13 +402,7 @@ impl Session {
         let mut report = None;
         if let Some(snapshot) = snapshot {
             let mut rw = RewriteOptions::new(snapshot);
-            rw.keep_vars.extend(
-                request
-                    .env
-                    .set
-                    .keys()
-                    .filter_map(|k| k.to_str().map(str::to_owned)),
-            );
+            rw.keep_overrides(request.env.set.keys());
             rw.env_dir = Some(self.env_dir.clone());
             rw.path_prepend = self.opts.path_prepend.clone();
             let pipe = if explicit_cwd {

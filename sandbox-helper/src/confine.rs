@@ -77,29 +77,11 @@ impl Args {
                 )?,
                 Some("--cwd") => set_once(&mut cwd, PathBuf::from(value("--cwd")?), "--cwd")?,
                 Some("--status-fd") => {
-                    let v = value("--status-fd")?;
-                    let fd = v
-                        .to_str()
-                        .and_then(|s| s.parse::<RawFd>().ok())
-                        .filter(|&fd| fd > 2)
-                        .ok_or_else(|| {
-                            bad(format!(
-                                "--status-fd {v:?} is not a descriptor number above 2"
-                            ))
-                        })?;
+                    let fd = fd_number("--status-fd", &value("--status-fd")?)?;
                     set_once(&mut status_fd, fd, "--status-fd")?;
                 }
                 Some("--pass-fd") => {
-                    let v = value("--pass-fd")?;
-                    let fd = v
-                        .to_str()
-                        .and_then(|s| s.parse::<RawFd>().ok())
-                        .filter(|&fd| fd > 2)
-                        .ok_or_else(|| {
-                            bad(format!(
-                                "--pass-fd {v:?} is not a descriptor number above 2"
-                            ))
-                        })?;
+                    let fd = fd_number("--pass-fd", &value("--pass-fd")?)?;
                     if pass_fds.contains(&fd) {
                         return Err(bad(format!("--pass-fd {fd} given twice")));
                     }
@@ -129,6 +111,19 @@ impl Args {
             argv,
         })
     }
+}
+
+/// A descriptor number above stderr, from a `--status-fd`/`--pass-fd` value.
+fn fd_number(flag: &str, value: &OsString) -> Result<RawFd, SetupError> {
+    value
+        .to_str()
+        .and_then(|s| s.parse::<RawFd>().ok())
+        .filter(|&fd| fd > 2)
+        .ok_or_else(|| {
+            SetupError::Arguments(format!(
+                "{flag} {value:?} is not a descriptor number above 2"
+            ))
+        })
 }
 
 fn set_once<T>(slot: &mut Option<T>, value: T, name: &str) -> Result<(), SetupError> {

@@ -91,6 +91,16 @@ impl RewriteOptions {
             bash_expand_aliases: false,
         }
     }
+
+    /// Also keeps the variables a request sets explicitly, so that they win over the snapshot
+    /// (names that are not UTF-8 cannot be shell identifiers and are skipped).
+    pub fn keep_overrides<'a>(&mut self, names: impl IntoIterator<Item = &'a OsString>) {
+        self.keep_vars.extend(
+            names
+                .into_iter()
+                .filter_map(|k| k.to_str().map(str::to_owned)),
+        );
+    }
 }
 
 /// Rewrites `[shell, "-lc", script, extra...]` into `[shell, "-c", wrapper]` (plus `extra[0]`
