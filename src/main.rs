@@ -17,10 +17,14 @@ use cordon::exec::{
 use cordon::helper::SELF_HELPER_ARG;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
-use cordon::session::{add_readable_root, capture_env};
-use cordon::snapshot::{self, CachedSnapshot, RewriteOptions, ShellKind};
+use cordon::snapshot::CachedSnapshot;
 
 mod report;
+mod snapshot_cli;
+mod units;
+
+use snapshot_cli::{use_cached_snapshot, SnapshotCommand};
+use units::{parse_bytes, parse_duration};
 
 /// `cordon run` without `--timeout` waits as long as the command runs.
 const NO_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -46,23 +50,6 @@ enum Command {
     /// Inspect or clean the shell snapshot cache.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
-}
-
-#[derive(Subcommand)]
-enum SnapshotCommand {
-    /// Print the current snapshot's path and what it holds (names only, never values); make it
-    /// first if it does not exist.
-    Show {
-        /// The shell (default: $SHELL, then the passwd entry).
-        #[arg(long, value_name = "PATH")]
-        shell: Option<PathBuf>,
-    },
-    /// Delete stale snapshots and debris from the cache and list what was deleted.
-    Clean {
-        /// Keep snapshots used within this long: 30m, 12h, 3d (default 3d).
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-        retention: Option<Duration>,
-    },
 }
 
 #[derive(clap::Args)]
@@ -168,7 +155,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Snapshot(command) => match snapshot_command(command) {
+        Command::Snapshot(command) => match snapshot_cli::run(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("cordon: {e:#}");
@@ -292,105 +279,6 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     Ok(Prepared::Run(Box::new(request), snapshot))
 }
 
-/// Wraps `SHELL -lc SCRIPT` with the cached snapshot of that shell, making it on first use.
-/// Any failure leaves the request as it was: a snapshot only saves time.
-fn use_cached_snapshot(request: &mut ExecRequest) -> Option<CachedSnapshot> {
-    let program = match request.argv.as_slice() {
-        [shell, flag, _, ..] if flag == "-lc" => PathBuf::from(shell),
-        _ => return None,
-    };
-    ShellKind::from_path(&program)?;
-    let mut attempt = || -> anyhow::Result<Option<CachedSnapshot>> {
-        let Some(dir) = snapshot::cache_dir(|k| std::env::var_os(k)) else {
-            tracing::info!("no snapshot: neither XDG_CACHE_HOME nor HOME names a directory");
-            return Ok(None);
-        };
-        let shell = snapshot::detect_shell(Some(&program))?;
-        let env = capture_env(&EnvPolicy::default())?;
-        let cached = snapshot::cached_snapshot(&dir, &shell, env, snapshot::DEFAULT_TIMEOUT)?;
-        let mut rw = RewriteOptions::new(cached.snapshot.clone());
-        // Explicit --env values win over the snapshot, as the sandbox markers do.
-        rw.keep_overrides(request.env.set.keys());
-        let wrapped = snapshot::rewrite_argv(&request.argv, &rw);
-        if wrapped == request.argv {
-            return Ok(None);
-        }
-        if let Some(policy) = request.policy.as_mut() {
-            let canonical = std::fs::canonicalize(&dir)
-                .with_context(|| format!("snapshot directory {dir:?}"))?;
-            add_readable_root(policy, &canonical);
-        }
-        request.reported_argv = Some(std::mem::replace(&mut request.argv, wrapped));
-        Ok(Some(cached))
-    };
-    match attempt() {
-        Ok(cached) => cached,
-        Err(e) => {
-            tracing::info!("running without a shell snapshot: {e:#}");
-            None
-        }
-    }
-}
-
-fn snapshot_command(command: SnapshotCommand) -> anyhow::Result<()> {
-    let dir = snapshot::cache_dir(|k| std::env::var_os(k))
-        .ok_or_else(|| anyhow!("neither XDG_CACHE_HOME nor HOME names a directory"))?;
-    match command {
-        SnapshotCommand::Show { shell } => {
-            let shell = snapshot::detect_shell(shell.as_deref())?;
-            let env = capture_env(&EnvPolicy::default())?;
-            let cached = snapshot::cached_snapshot(&dir, &shell, env, snapshot::DEFAULT_TIMEOUT)?;
-            let text = std::fs::read(&cached.path)
-                .with_context(|| format!("cannot read {:?}", cached.path))?;
-            let summary = snapshot::SnapshotSummary::parse(&text);
-            println!("path: {}", cached.path.display());
-            println!(
-                "shell: {} ({}){}",
-                shell.path.display(),
-                shell.kind.name(),
-                if cached.created { ", made now" } else { "" }
-            );
-            // Counts, then names: never a value (exports routinely hold tokens).
-            let line = |what: &str, names: &[String], extra: &str| {
-                let mut text = format!("{what} ({}{extra})", names.len());
-                if !names.is_empty() {
-                    text.push_str(": ");
-                    text.push_str(&names.join(" "));
-                }
-                println!("{text}");
-            };
-            line("functions", &summary.functions, "");
-            line("aliases", &summary.aliases, "");
-            let off = format!(", {} off", summary.options_off);
-            line("options on", &summary.options_on, &off);
-            line("exports", &summary.exports, "");
-        }
-        SnapshotCommand::Clean { retention } => {
-            if !dir.exists() {
-                println!("{}: nothing to clean", dir.display());
-                return Ok(());
-            }
-            let report =
-                snapshot::cleanup_stale(&dir, retention.unwrap_or(snapshot::DEFAULT_RETENTION))?;
-            for path in &report.deleted {
-                println!("deleted {}", path.display());
-            }
-            for (path, error) in &report.failed {
-                println!("could not delete {}: {error}", path.display());
-            }
-            for session in &report.live_sessions {
-                println!("in use, kept: {}", session.as_str());
-            }
-            println!(
-                "{} deleted, {} failed",
-                report.deleted.len(),
-                report.failed.len()
-            );
-        }
-    }
-    Ok(())
-}
-
 /// Runs the request. The command has its own session, so the terminal's signals reach only
 /// cordon: the first SIGINT, SIGTERM or SIGHUP is passed on to the command's process group, so
 /// it can stop cleanly; a second one cancels the run (SIGKILL to the group, exit 130).
@@ -478,49 +366,4 @@ fn absolute_entries(cwd: &Path, paths: &[PathBuf]) -> Vec<String> {
         .iter()
         .map(|p| cwd.join(p).to_string_lossy().into_owned())
         .collect()
-}
-
-/// Parses `500ms`, `10s`, `2m`, `1h`, `3d` (a bare number is seconds).
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 500ms, 10s, 2m or 1h"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        "d" => value * 86400.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
-            ))
-        }
-    };
-    if !(seconds > 0.0 && seconds < 1e9) {
-        return Err(format!("{text:?} must be a positive duration"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
-
-/// Parses a byte count with an optional K, M or G suffix (powers of 1024).
-fn parse_bytes(text: &str) -> Result<usize, String> {
-    let upper = text.to_ascii_uppercase();
-    let trimmed = upper.trim_end_matches("IB").trim_end_matches('B');
-    let (digits, multiplier) = match trimmed.chars().last() {
-        Some('K') => (&trimmed[..trimmed.len() - 1], 1usize << 10),
-        Some('M') => (&trimmed[..trimmed.len() - 1], 1 << 20),
-        Some('G') => (&trimmed[..trimmed.len() - 1], 1 << 30),
-        _ => (trimmed, 1),
-    };
-    digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(multiplier))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("{text:?} is not a byte count like 1048576, 64K or 1M"))
 }
