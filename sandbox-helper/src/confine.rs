@@ -147,7 +147,7 @@ pub struct Env {
     parent: libc::pid_t,
     landlock_abi: u32,
     downgrades: Vec<Downgrade>,
-    seccomp: Vec<BpfProgram>,
+    seccomp: BpfProgram,
 }
 
 /// How [`Env::run`] ends when it does not exec.
