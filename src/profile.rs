@@ -479,12 +479,9 @@ impl PermissionProfile {
                 let Ok(path) = std::fs::canonicalize(&path) else {
                     continue; // nothing there to protect
                 };
-                if write.contains(&path) {
-                    notes.push(format!(
-                        "filesystem.read_only: {} is itself a writable root; left writable",
-                        path.display()
-                    ));
-                } else if !write.iter().any(|w| path.starts_with(w)) {
+                // A read-only path that is itself a writable root stays in: validation
+                // rejects the contradiction rather than quietly leaving it writable.
+                if !write.iter().any(|w| path.starts_with(w)) {
                     if !is_relative_entry(entry) {
                         notes.push(format!(
                             "filesystem.read_only: {} is outside every writable root, so it is already read-only",
@@ -753,6 +750,17 @@ mod tests {
         assert_eq!(policy.enforcement, EnforcementPolicy::STRICT);
         assert_eq!(policy.network.tcp_connect, Some(vec![443]));
         assert_eq!(policy.network.unix_sockets, UnixSockets::Allow);
+    }
+
+    #[test]
+    fn a_path_both_writable_and_read_only_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let profile = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\nread_only = [\":cwd\"]\n",
+        )
+        .unwrap();
+        let err = profile.resolve(&ctx(dir.path())).unwrap_err().to_string();
+        assert!(err.contains("contradict"), "{err}");
     }
 
     #[test]
