@@ -1,5 +1,15 @@
 //! The helper's one ordered procedure: validate everything ([`Env::new`]), then confine and
 //! exec ([`Env::run`]). Nothing is changed in the process until validation has passed.
+//!
+//! ```
+//! use cordon_sandbox::confine::Args;
+//!
+//! // Parsing is pure: a bad command line is refused before anything else happens.
+//! let args = Args::parse(["--policy", "{}", "--status-fd", "3", "--", "true"].map(Into::into));
+//! assert_eq!(args.unwrap().status_fd, Some(3));
+//! let missing = Args::parse(["--policy", "{}", "--"].map(Into::into)).unwrap_err();
+//! assert!(missing.to_string().contains("no command given"));
+//! ```
 
 use std::ffi::{CString, OsString};
 use std::io;

@@ -1,5 +1,16 @@
 //! The helper's setup errors: one variant per step, each holding the source error and, where
 //! there is one, the path involved.
+//!
+//! ```
+//! use cordon_sandbox::error::SetupError;
+//! use cordon_sandbox::status::{StatusRecord, Step};
+//!
+//! let err = SetupError::NoNewPrivs(std::io::Error::from_raw_os_error(libc::EINVAL));
+//! // What the parent receives on the status fd: the step, the errno and a message.
+//! let StatusRecord::SetupError { step, errno, message } = err.to_record() else { unreachable!() };
+//! assert_eq!((step, errno), (Step::NoNewPrivs, Some(libc::EINVAL)));
+//! assert!(message.starts_with("cannot set no_new_privs"));
+//! ```
 
 use std::io;
 use std::path::PathBuf;

@@ -5,6 +5,20 @@
 //! [`MAX_LANDLOCK_ABI`], never "all rights of whatever the kernel has", so that a newer kernel
 //! cannot silently change what a policy means. Everything an older kernel cannot enforce becomes
 //! a [`Downgrade`], which the policy's `enforcement` then refuses or reports.
+//!
+//! ```
+//! use cordon_sandbox::landlock_rules::{downgrades, effective_abi};
+//! use cordon_sandbox::SandboxPolicy;
+//!
+//! // A kernel with ABI 9 is used at ABI 7; the test knob can lower it further.
+//! assert_eq!(effective_abi(9, None), 7);
+//! assert_eq!(effective_abi(9, Some("5")), 5);
+//! // What ABI 5 cannot give the default network settings: the ABI 6 scopes.
+//! let policy = SandboxPolicy::from_json(r#"{"version":1,"filesystem":{"read":["/"]},
+//!   "network":{"mode":"denied"},"enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#).unwrap();
+//! let missing: Vec<String> = downgrades(&policy, 5).into_iter().map(|d| d.restriction).collect();
+//! assert_eq!(missing, ["landlock_scope_signal", "landlock_scope_abstract_unix"]);
+//! ```
 
 use std::io;
 use std::path::Path;

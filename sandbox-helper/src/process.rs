@@ -1,5 +1,17 @@
 //! Process hygiene before confinement: inherited descriptors, parent death, capabilities and
 //! `no_new_privs`. Each function is one step of [`crate::confine`].
+//!
+//! They change the calling process for good, so the example only shows the order they go in:
+//!
+//! ```no_run
+//! use cordon_sandbox::process::*;
+//! # fn demo(status_fd: i32, parent: libc::pid_t) -> Result<(), cordon_sandbox::SetupError> {
+//! close_inherited_fds(&[status_fd])?; // nothing leaked survives
+//! die_with_parent(parent)?;           // SIGKILL when the supervisor goes
+//! drop_capabilities()?;               // needs CAP_SETPCAP, so before no_new_privs
+//! set_no_new_privs()?;                // required for Landlock and seccomp
+//! # Ok(()) }
+//! ```
 
 use std::io;
 use std::os::fd::RawFd;
