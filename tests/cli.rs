@@ -134,6 +134,18 @@ fn helper_rejects_bad_policies_with_125() {
         ),
         ("not json".to_owned(), "not valid JSON"),
     ];
+    let tree_link = tree.cwd.join("link-to-outside");
+    std::os::unix::fs::symlink(&tree.outside, &tree_link).unwrap();
+    // A symlink anywhere in a policy path is refused at open time (openat2 RESOLVE_NO_SYMLINKS),
+    // so a link swapped in after resolution cannot move a rule.
+    let linked = good.replace(
+        "\"read\":[\"/\"]",
+        &format!("\"read\":[\"/\"],\"write\":[\"{}\"]", tree_link.display()),
+    );
+    let cases: Vec<(String, &str)> = cases
+        .into_iter()
+        .chain([(linked, "goes through a symbolic link")])
+        .collect();
     for (policy, expected) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
             .args(["__sandbox", "--policy", &policy, "--", "touch"])

@@ -70,6 +70,12 @@ pub enum SetupError {
         /// Why.
         source: io::Error,
     },
+    /// A policy path goes through a symbolic link.
+    #[error("{path:?} goes through a symbolic link; policy paths must be canonical (name the link's target)")]
+    SymlinkInPolicy {
+        /// The path from the policy.
+        path: PathBuf,
+    },
     /// A Landlock system call failed.
     #[error("Landlock {what} failed: {source}")]
     Landlock {
@@ -122,7 +128,9 @@ impl SetupError {
             SetupError::ParentDeath(_) => Step::ParentDeath,
             SetupError::Capabilities { .. } => Step::Capabilities,
             SetupError::NoNewPrivs(_) => Step::NoNewPrivs,
-            SetupError::LandlockPath { .. } | SetupError::Landlock { .. } => Step::Landlock,
+            SetupError::LandlockPath { .. }
+            | SetupError::SymlinkInPolicy { .. }
+            | SetupError::Landlock { .. } => Step::Landlock,
             SetupError::Seccomp { .. } => Step::Seccomp,
             SetupError::Refused { .. } => Step::Enforcement,
             SetupError::Status(_) => Step::Status,
@@ -145,6 +153,7 @@ impl SetupError {
             | SetupError::Signals(e)
             | SetupError::Status(e) => e.raw_os_error(),
             SetupError::Seccomp { errno, .. } | SetupError::PassFd { errno, .. } => *errno,
+            SetupError::SymlinkInPolicy { .. } => Some(libc::ELOOP),
             SetupError::Arguments(_) | SetupError::Policy(_) | SetupError::Refused { .. } => None,
         }
     }

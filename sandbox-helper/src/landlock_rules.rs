@@ -194,13 +194,12 @@ pub fn apply(policy: &SandboxPolicy, abi: u32) -> Result<Vec<Layer>, SetupError>
         let file = match open_path(path) {
             Ok(file) => file,
             // A device missing from a minimal /dev is not something the policy asked for.
-            Err(e) if !required && e.kind() == io::ErrorKind::NotFound => continue,
-            Err(source) => {
-                return Err(SetupError::LandlockPath {
-                    path: path.to_path_buf(),
-                    source,
-                })
+            Err(SetupError::LandlockPath { source, .. })
+                if !required && source.kind() == io::ErrorKind::NotFound =>
+            {
+                continue
             }
+            Err(e) => return Err(e),
         };
         let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(false);
         let access = if is_dir {
@@ -252,14 +251,71 @@ pub fn apply(policy: &SandboxPolicy, abi: u32) -> Result<Vec<Layer>, SetupError>
     Ok(layers)
 }
 
-/// Opens `path` with `O_PATH`: enough for a Landlock rule, and it needs no read permission.
-fn open_path(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(path)
+/// Opens `path` with `O_PATH` (enough for a Landlock rule, and it needs no read permission),
+/// refusing to follow a symbolic link anywhere in it: policy paths are canonical by contract,
+/// and resolving them here means a link swapped in after the parent resolved the profile
+/// cannot move a rule somewhere else. Kernels without `openat2` (before 5.6) get a plain open.
+fn open_path(path: &Path) -> Result<std::fs::File, SetupError> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        SetupError::LandlockPath {
+            path: path.to_path_buf(),
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+        }
+    })?;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: `c_path` is NUL-terminated and `how` has the layout of `struct open_how`, whose
+    // size is passed; both outlive the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: the kernel just returned this descriptor, and nothing else owns it.
+        return Ok(unsafe { std::fs::File::from_raw_fd(fd as i32) });
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ELOOP) => Err(SetupError::SymlinkInPolicy {
+            path: path.to_path_buf(),
+        }),
+        Some(libc::ENOSYS) => {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+                .open(path)
+                .map_err(|source| SetupError::LandlockPath {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        }
+        _ => Err(SetupError::LandlockPath {
+            path: path.to_path_buf(),
+            source: err,
+        }),
+    }
 }
+
+/// `struct open_how` (libc's is `non_exhaustive`, so it cannot be built outside libc).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 
 fn ruleset_error<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> SetupError {
     move |e| SetupError::Landlock {
