@@ -111,7 +111,7 @@ pub fn stderr_lines(result: &ExecResult<Denial>) -> Vec<String> {
         .first()
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match &result.outcome {
+    let mut lines = match &result.outcome {
         Outcome::Denied { denials, .. } => denials.iter().map(ToString::to_string).collect(),
         Outcome::SetupError { step, message, .. } => {
             vec![format!("sandbox setup failed at step {step}: {message}")]
@@ -126,5 +126,18 @@ pub fn stderr_lines(result: &ExecResult<Denial>) -> Vec<String> {
         )],
         Outcome::Rejected { reason } => vec![reason.clone()],
         Outcome::Success | Outcome::Failed { .. } | Outcome::Signaled { .. } => Vec::new(),
+    };
+    // A command that fails for want of a credential should be told why; a success, or a
+    // failure the sandbox already explains, needs no note.
+    let unexplained = matches!(
+        result.outcome,
+        Outcome::Failed { .. } | Outcome::Signaled { .. }
+    );
+    if unexplained && !result.dropped_env.is_empty() {
+        lines.push(format!(
+            "note: not passed to the command (secret-looking names and loader variables): {} (keep one with --env NAME)",
+            result.dropped_env.join(", ")
+        ));
     }
+    lines
 }

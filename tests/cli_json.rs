@@ -210,3 +210,29 @@ fn bad_durations_and_sizes_are_rejected() {
         );
     }
 }
+
+#[test]
+fn a_failing_command_is_told_which_secrets_were_withheld() {
+    let tree = Tree::new();
+    let run = |script: &str| {
+        tree.cordon()
+            .env("DEPLOY_TOKEN", "s3cr3t")
+            .args(["run", "--", "sh", "-c", script])
+            .output()
+            .unwrap()
+    };
+    let out = run("exit 4");
+    assert_eq!(out.status.code(), Some(4));
+    let note = stderr(&out);
+    assert!(
+        note.contains(
+            "cordon: note: not passed to the command (secret-looking names and loader variables): "
+        ),
+        "{note}"
+    );
+    assert!(note.contains("DEPLOY_TOKEN"), "{note}");
+    assert!(!note.contains("s3cr3t"));
+    // Success: no note.
+    let out = run("true");
+    assert_eq!(stderr(&out), "");
+}
