@@ -77,6 +77,10 @@ struct Signals {
 /// 1 without a word); for them a bare failure under a denied network is the evidence.
 const SILENT_CLIENTS: &[&str] = &["nc", "netcat", "ncat"];
 
+/// Exit codes that mean "could not resolve the host or connect to it": curl 6 and 7 (and 5,
+/// could not resolve the proxy), wget 4 (network failure).
+const QUIET_NETWORK_EXITS: &[(&str, &[i32])] = &[("curl", &[5, 6, 7]), ("wget", &[4])];
+
 fn signals(ctx: &Context, unix_path: Option<&str>) -> Signals {
     let code_uses_sockets = ctx
         .scripts
@@ -114,6 +118,16 @@ fn signals(ctx: &Context, unix_path: Option<&str>) -> Signals {
         .iter()
         .any(|c| SILENT_CLIENTS.contains(&c.program()) && !c.has_arg("-l"));
     if silent_client && ctx.exit_code.is_some_and(|c| c != 0) && ctx.stderr.trim().is_empty() {
+        s.unreachable = true;
+    }
+    // Told to be quiet (`curl -s`, `wget -q`), these tools leave only their documented exit
+    // code for "could not resolve or connect"; with nothing on stderr, that code is the evidence.
+    let quiet_exit = ctx.commands.iter().any(|c| {
+        QUIET_NETWORK_EXITS.iter().any(|(tool, codes)| {
+            c.program() == *tool && ctx.exit_code.is_some_and(|e| codes.contains(&e))
+        })
+    });
+    if quiet_exit && ctx.stderr.trim().is_empty() {
         s.unreachable = true;
     }
     s

@@ -317,3 +317,42 @@ fn denials_serialise_in_snake_case() {
     assert!(json.contains("\"unix_socket\""), "{json}");
     assert_eq!(serde_json::from_str::<Denial>(&json).unwrap(), d);
 }
+
+#[test]
+fn quiet_curl_and_wget_exit_codes_are_evidence_only_with_the_network_denied() {
+    let (_d, cwd) = workspace();
+    let curl = Case::new(&cwd, &["curl", "-s", "http://127.0.0.1:9/"], 7, "");
+    assert_eq!(curl.one(), (Operation::Network, Some("127.0.0.1:9".into())));
+    let wget = Case::new(&cwd, &["wget", "-q", "https://example.org/x"], 4, "");
+    assert_eq!(
+        wget.one(),
+        (Operation::Network, Some("example.org:443".into()))
+    );
+    // Through a login shell, as agents run it.
+    let wrapped = Case::new(&cwd, &["bash", "-lc", "curl -s http://127.0.0.1:9/"], 7, "");
+    assert_eq!(
+        wrapped.one(),
+        (Operation::Network, Some("127.0.0.1:9".into()))
+    );
+    // The same exit with the network enabled is the network's own failure.
+    let mut enabled = Case::new(&cwd, &["curl", "-s", "http://127.0.0.1:9/"], 7, "");
+    enabled.policy = policy(&[&cwd], "enabled", "deny");
+    assert_eq!(enabled.run(), vec![]);
+    // Other curl failures (22: HTTP error status) say nothing about the network policy.
+    assert_eq!(
+        Case::new(&cwd, &["curl", "-sf", "http://127.0.0.1:9/"], 22, "").run(),
+        vec![]
+    );
+    // With something on stderr the exit code is not used: the messages decide, and an
+    // unrelated one is no evidence.
+    assert_eq!(
+        Case::new(
+            &cwd,
+            &["curl", "-s", "http://x/"],
+            7,
+            "warning: unrelated\n"
+        )
+        .run(),
+        vec![]
+    );
+}
