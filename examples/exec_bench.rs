@@ -108,14 +108,27 @@ async fn library_execs(
     Ok((per_worker * concurrency) as f64 / started.elapsed().as_secs_f64())
 }
 
-fn plain_execs(total: usize, concurrency: usize) -> Result<f64, BoxError> {
+/// `std::process::Command` running `true`; with `setsid`, the same `pre_exec` step the runtime
+/// uses, which makes std fork instead of using `posix_spawn`.
+fn plain_execs(total: usize, concurrency: usize, setsid: bool) -> Result<f64, BoxError> {
+    use std::os::unix::process::CommandExt;
     let started = Instant::now();
     let per_worker = total / concurrency;
     let threads: Vec<_> = (0..concurrency)
         .map(|_| {
             std::thread::spawn(move || -> std::io::Result<()> {
                 for _ in 0..per_worker {
-                    Command::new("true").status()?;
+                    let mut command = Command::new("true");
+                    if setsid {
+                        // SAFETY: setsid is async-signal-safe.
+                        unsafe {
+                            command.pre_exec(|| {
+                                libc::setsid();
+                                Ok(())
+                            });
+                        }
+                    }
+                    command.status()?;
                 }
                 Ok(())
             })
@@ -149,9 +162,11 @@ async fn main() -> Result<(), BoxError> {
         let direct = library_execs(&sandbox, &direct_true, opts.execs, concurrency).await?;
         let execs = opts.execs;
         let reference =
-            tokio::task::spawn_blocking(move || plain_execs(execs, concurrency)).await??;
+            tokio::task::spawn_blocking(move || plain_execs(execs, concurrency, false)).await??;
+        let forked =
+            tokio::task::spawn_blocking(move || plain_execs(execs, concurrency, true)).await??;
         println!(
-            "  concurrency {concurrency}: library+helper {confined:8.1}/s | library unsandboxed {direct:8.1}/s | reference std::process::Command {reference:8.1}/s"
+            "  concurrency {concurrency}: library+helper {confined:8.1}/s | library unsandboxed {direct:8.1}/s | reference std::process::Command {reference:8.1}/s (with a setsid pre_exec: {forked:8.1}/s)"
         );
     }
 
