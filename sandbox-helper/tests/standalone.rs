@@ -65,3 +65,49 @@ fn bad_arguments_exit_125_with_one_line() {
         assert!(err.starts_with("cordon-sandbox: "), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn policy_file_and_a_missing_cwd() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.json");
+    std::fs::write(&file, POLICY).unwrap();
+    let out = helper()
+        .arg("--policy-file")
+        .arg(&file)
+        .args(["--cwd", "/", "--", "pwd"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "/\n");
+    assert_eq!(out.status.code(), Some(0));
+
+    // A working directory that does not exist is a setup error at the chdir step, and the
+    // command does not run.
+    let marker = dir.path().join("ran");
+    let out = helper()
+        .arg("--policy-file")
+        .arg(&file)
+        .args(["--cwd", "/nonexistent-cordon-dir", "--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "cordon-sandbox: cannot change directory to \"/nonexistent-cordon-dir\": No such file or directory (os error 2)\n"
+    );
+    assert!(!marker.exists());
+
+    let out = helper()
+        .args([
+            "--policy-file",
+            "/nonexistent-cordon-policy.json",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with(
+        "cordon-sandbox: cannot read policy file \"/nonexistent-cordon-policy.json\""
+    ));
+}
