@@ -107,6 +107,9 @@ struct Mention {
     intent: Intent,
 }
 
+/// Calls whose files live in /dev/shm, as tracebacks and error messages name them.
+const SHARED_MEMORY_CALLS: &[&str] = &["SemLock", "sem_open", "shm_open", "SharedMemory("];
+
 fn mentions(ctx: &Context) -> Vec<Mention> {
     static PYTHON: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"\[Errno 13\] Permission denied: '([^']+)'(?: -> '([^']+)')?")
@@ -117,6 +120,18 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
             .expect("static regex")
     });
     let mut out = Vec::new();
+    // POSIX semaphores and shared memory (Python's multiprocessing locks, `sem_open`,
+    // `shm_open`) fail with a bare EACCES that names no path; they live in /dev/shm.
+    let shared_memory = ctx
+        .lines
+        .iter()
+        .any(|l| SHARED_MEMORY_CALLS.iter().any(|w| l.contains(w)));
+    if shared_memory && ctx.lines.iter().any(|l| says_eacces(l)) {
+        out.push(Mention {
+            path: "/dev/shm".into(),
+            intent: Intent::Write,
+        });
+    }
     for line in &ctx.lines {
         if !says_eacces(line) {
             continue;

@@ -356,3 +356,30 @@ fn quiet_curl_and_wget_exit_codes_are_evidence_only_with_the_network_denied() {
         vec![]
     );
 }
+
+#[test]
+fn shared_memory_eacces_points_at_dev_shm_unless_it_is_writable() {
+    let (_d, cwd) = workspace();
+    // What `python3 -c "import multiprocessing as m; m.Lock()"` prints under workspace-write.
+    let traceback = "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n    sl = self._semlock = _multiprocessing.SemLock(\n                         ^^^^^^^^^^^^^^^^^^^^^^^^^\nPermissionError: [Errno 13] Permission denied\n";
+    let case = Case::new(
+        &cwd,
+        &["python3", "-c", "import multiprocessing as m; m.Lock()"],
+        1,
+        traceback,
+    );
+    let found = case.run();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].operation, Operation::FileWrite);
+    assert_eq!(found[0].target.as_deref(), Some("/dev/shm"));
+    assert_eq!(found[0].allow_with, "--writable /dev/shm");
+    // With /dev/shm writable the same failure is not the sandbox's doing.
+    let mut allowed = Case::new(
+        &cwd,
+        &["python3", "-c", "import multiprocessing as m; m.Lock()"],
+        1,
+        traceback,
+    );
+    allowed.policy = policy(&[&cwd, Path::new("/dev/shm")], "denied", "deny");
+    assert_eq!(allowed.run(), vec![]);
+}
