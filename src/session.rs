@@ -392,8 +392,7 @@ impl Session {
         let explicit_cwd = request.cwd.is_some();
         let cwd = request.cwd.clone().unwrap_or_else(|| self.cwd.clone());
         let snapshot = self.snapshot_for(&request.argv).await;
-        let mut policy = self.opts.policy.clone();
-        let mut exec = ExecRequest::new(request.argv.clone(), cwd, None);
+        let mut exec = ExecRequest::new(request.argv.clone(), cwd, self.opts.policy.clone());
         exec.env = request.env.clone();
         exec.timeout = request.timeout;
         exec.output_limit = request.output_limit;
@@ -417,20 +416,13 @@ impl Session {
                 }
             };
             rw.report_cwd_fd = pipe.as_ref().and_then(|_| ReportFd::new(REPORT_FD));
-            let wrapped = rewrite_argv(&request.argv, &rw);
-            if wrapped != request.argv {
+            if wrap_with_snapshot(&mut exec, &rw, &self.dir) {
                 if let Some((read, write)) = pipe {
                     exec = exec.pass_fd(write, i32::from(REPORT_FD));
                     report = Some(read);
                 }
-                exec.reported_argv = Some(request.argv.clone());
-                exec.argv = wrapped;
-                if let Some(policy) = policy.as_mut() {
-                    add_readable_root(policy, &self.dir);
-                }
             }
         }
-        exec.policy = policy;
         Prepared {
             request: exec,
             report: CwdReport(report),
@@ -554,6 +546,26 @@ pub fn capture_env(
 
 /// Adds `dir` (canonical) to `policy`'s readable roots unless a readable or writable root
 /// already covers it, so that the wrapper can source the snapshot inside the sandbox.
+/// Replaces `exec.argv` with the wrapper `rw` makes of it, keeping the original as
+/// `reported_argv` (all that classification and approvals see) and making `snapshot_dir`
+/// readable under the policy. Returns false, changing nothing, when `rw` does not wrap this
+/// argv (not `SHELL -lc`, or a snapshot of another shell).
+pub fn wrap_with_snapshot(
+    exec: &mut ExecRequest,
+    rw: &RewriteOptions,
+    snapshot_dir: &Path,
+) -> bool {
+    let wrapped = rewrite_argv(&exec.argv, rw);
+    if wrapped == exec.argv {
+        return false;
+    }
+    if let Some(policy) = exec.policy.as_mut() {
+        add_readable_root(policy, snapshot_dir);
+    }
+    exec.reported_argv = Some(std::mem::replace(&mut exec.argv, wrapped));
+    true
+}
+
 pub fn add_readable_root(policy: &mut SandboxPolicy, dir: &Path) {
     let fs = &policy.filesystem;
     let covered: Vec<PathBuf> = fs.read.iter().chain(&fs.write).cloned().collect();

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Context};
 use clap::Subcommand;
 
 use cordon::exec::{EnvPolicy, ExecRequest};
-use cordon::session::{add_readable_root, capture_env};
+use cordon::session::{capture_env, wrap_with_snapshot};
 use cordon::snapshot::{self, CachedSnapshot, RewriteOptions, ShellKind};
 
 use crate::units::parse_duration;
@@ -43,17 +43,9 @@ pub fn use_cached_snapshot(request: &mut ExecRequest) -> Option<CachedSnapshot> 
         let mut rw = RewriteOptions::new(cached.snapshot.clone());
         // Explicit --env values win over the snapshot, as the sandbox markers do.
         rw.keep_overrides(request.env.set.keys());
-        let wrapped = snapshot::rewrite_argv(&request.argv, &rw);
-        if wrapped == request.argv {
-            return Ok(None);
-        }
-        if let Some(policy) = request.policy.as_mut() {
-            let canonical = std::fs::canonicalize(&dir)
-                .with_context(|| format!("snapshot directory {dir:?}"))?;
-            add_readable_root(policy, &canonical);
-        }
-        request.reported_argv = Some(std::mem::replace(&mut request.argv, wrapped));
-        Ok(Some(cached))
+        let canonical =
+            std::fs::canonicalize(&dir).with_context(|| format!("snapshot directory {dir:?}"))?;
+        Ok(wrap_with_snapshot(request, &rw, &canonical).then_some(cached))
     };
     match attempt() {
         Ok(cached) => cached,
