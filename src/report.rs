@@ -3,41 +3,63 @@
 
 use cordon::classify::Denial;
 use cordon::exec::{ExecResult, Outcome};
+use serde::Serialize;
 use serde_json::{json, Value};
 
-/// The `--json` object (schema in the README).
+/// The `--json` object (schema in the README): every key, in one place. It goes out through a
+/// `serde_json::Value`, whose maps keep keys sorted, so the output order is stable.
+#[derive(Serialize)]
+struct Report<'a> {
+    outcome: &'a str,
+    exit_code: i32,
+    signal: Option<i32>,
+    denials: &'a [Denial],
+    stdout: String,
+    stderr: String,
+    truncated: Truncated,
+    duration_ms: u64,
+    sandbox: Value,
+    dropped_env: &'a [String],
+    error: Value,
+}
+
+#[derive(Serialize)]
+struct Truncated {
+    stdout: u64,
+    stderr: u64,
+}
+
+impl Report<'_> {
+    fn render(&self) -> String {
+        serde_json::to_value(self)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|e| format!("{{\"outcome\":\"rejected\",\"error\":{{\"message\":\"cannot encode the report: {e}\"}}}}"))
+    }
+}
+
+/// The `--json` object for a finished run.
 pub fn json(result: &ExecResult<Denial>) -> String {
-    let denials: Vec<Value> = match &result.outcome {
-        Outcome::Denied { denials, .. } => denials
-            .iter()
-            .map(|d| {
-                json!({
-                    "operation": d.operation,
-                    "target": d.target,
-                    "rule": d.rule,
-                    "allow_with": d.allow_with,
-                })
-            })
-            .collect(),
-        _ => Vec::new(),
+    let denials = match &result.outcome {
+        Outcome::Denied { denials, .. } => denials.as_slice(),
+        _ => &[],
     };
-    let object = json!({
-        "outcome": result.outcome.kind(),
-        "exit_code": result.cordon_exit_code(),
-        "signal": result.signal,
-        "denials": denials,
-        "stdout": result.stdout.text(),
-        "stderr": result.stderr.text(),
-        "truncated": {
-            "stdout": result.stdout.dropped,
-            "stderr": result.stderr.dropped,
+    Report {
+        outcome: result.outcome.kind(),
+        exit_code: result.cordon_exit_code(),
+        signal: result.signal,
+        denials,
+        stdout: result.stdout.text(),
+        stderr: result.stderr.text(),
+        truncated: Truncated {
+            stdout: result.stdout.dropped,
+            stderr: result.stderr.dropped,
         },
-        "duration_ms": u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
-        "sandbox": sandbox(result),
-        "dropped_env": result.dropped_env,
-        "error": error(&result.outcome),
-    });
-    object.to_string()
+        duration_ms: u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
+        sandbox: sandbox(result),
+        dropped_env: &result.dropped_env,
+        error: error(&result.outcome),
+    }
+    .render()
 }
 
 /// What was enforced: the helper's receipt, or an explicit "none" for full access.
@@ -88,20 +110,23 @@ fn error(outcome: &Outcome<Denial>) -> Value {
 
 /// The `--json` object for a request rejected before the runtime saw it.
 pub fn rejected_json(message: &str) -> String {
-    json!({
-        "outcome": "rejected",
-        "exit_code": 125,
-        "signal": null,
-        "denials": [],
-        "stdout": "",
-        "stderr": "",
-        "truncated": { "stdout": 0, "stderr": 0 },
-        "duration_ms": 0,
-        "sandbox": null,
-        "dropped_env": [],
-        "error": { "message": message },
-    })
-    .to_string()
+    Report {
+        outcome: "rejected",
+        exit_code: 125,
+        signal: None,
+        denials: &[],
+        stdout: String::new(),
+        stderr: String::new(),
+        truncated: Truncated {
+            stdout: 0,
+            stderr: 0,
+        },
+        duration_ms: 0,
+        sandbox: Value::Null,
+        dropped_env: &[],
+        error: json!({ "message": message }),
+    }
+    .render()
 }
 
 /// Lines for stderr after the command's own output (each printed with a `cordon: ` prefix).
