@@ -514,6 +514,7 @@ impl PermissionProfile {
                 write,
                 read_only,
                 deny_read,
+                devices: Vec::new(),
             },
             network: NetworkPolicy {
                 mode: rules.network,

@@ -20,7 +20,8 @@ use std::path::PathBuf;
 use seccompiler::BpfProgram;
 
 use crate::error::SetupError;
-use crate::policy::{Enforcement, SandboxPolicy};
+use crate::namespaces::{self, userns};
+use crate::policy::{Enforcement, NetworkMode, SandboxPolicy};
 use crate::status::{write_record, ConfinementReceipt, Downgrade, Layer, StatusRecord};
 use crate::{landlock_rules, process, syscall_rules};
 
@@ -31,7 +32,9 @@ pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 /// Exit code when the program was not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
 
-/// Operations no layer of this helper mediates, listed in every receipt.
+/// Operations no layer of this helper mediates without the mount layer, listed in every
+/// receipt of a run without it (with it, everything outside the writable roots is read-only
+/// at the mount level, which refuses all four).
 pub const UNMEDIATED: [&str; 4] = [
     "chmod/fchmod on files the user owns outside writable roots (Landlock does not mediate it)",
     "chown/fchown (Landlock does not mediate it; capabilities are dropped, so only no-op changes succeed)",
@@ -148,7 +151,17 @@ fn set_once<T>(slot: &mut Option<T>, value: T, name: &str) -> Result<(), SetupEr
 
 /// Everything validated and precomputed; [`Env::run`] only applies it.
 pub struct Env {
+    /// The policy as it will be enforced: as given, or with `loopback` turned into `denied`
+    /// where the namespace layer is missing and the policy accepts that (reported).
     policy: SandboxPolicy,
+    /// What Landlock grants: the policy plus the devices it lists and, with the namespace
+    /// layer, the private `/dev/shm` and `/dev/pts` (nothing of the host's).
+    landlock_policy: SandboxPolicy,
+    /// The namespace layer, when user namespaces are available.
+    namespaces: Option<namespaces::Plan>,
+    /// Whether the command gets a private IPC namespace (SysV IPC, POSIX message queues).
+    /// The seccomp rules may rely on it: without one, those calls reach the host's objects.
+    pub ipc_namespace: bool,
     status: Option<RawFd>,
     /// The status fd and the `--pass-fd` descriptors: all that survives `close_inherited_fds`.
     keep_fds: Vec<RawFd>,
@@ -189,7 +202,7 @@ impl Env {
         };
         let policy_text = String::from_utf8(policy_text)
             .map_err(|_| SetupError::Arguments("the policy is not UTF-8".into()))?;
-        let policy = SandboxPolicy::from_json(&policy_text)?;
+        let mut policy = SandboxPolicy::from_json(&policy_text)?;
         policy.validate()?;
 
         let argv = args
@@ -202,14 +215,43 @@ impl Env {
         let knob = std::env::var(landlock_rules::ABI_CAP_ENV).ok();
         let landlock_abi =
             landlock_rules::effective_abi(landlock_rules::kernel_abi(), knob.as_deref());
-        let layer_downgrades = landlock_rules::downgrades(&policy, landlock_abi);
-        let carve_out_downgrades = carve_out_downgrades(&policy);
+        let mut layer_downgrades = landlock_rules::downgrades(&policy, landlock_abi);
+        // Probed once, here: everything below is decided from it, never silently at run time.
+        let userns = userns::probe();
+        let carve_out_downgrades = match &userns {
+            Ok(()) => Vec::new(),
+            Err(missing) => carve_out_downgrades(&policy, &missing.reason),
+        };
+        if let Err(missing) = &userns {
+            if policy.network.mode == NetworkMode::Loopback {
+                layer_downgrades.push(Downgrade {
+                    restriction: "network_loopback".into(),
+                    reason: format!(
+                        "a private loopback network needs a network namespace: {}; the network is denied instead",
+                        missing.reason
+                    ),
+                });
+                policy.network.mode = NetworkMode::Denied;
+            }
+        }
         refuse_if_required(policy.enforcement.missing_layer, &layer_downgrades)?;
         refuse_if_required(policy.enforcement.carve_outs, &carve_out_downgrades)?;
+        let namespaces = userns.is_ok().then(|| namespaces::Plan::new(&policy));
+        let ipc_namespace = namespaces.is_some();
+        let mut landlock_policy = policy.clone();
+        let extra_devices = &mut landlock_policy.filesystem.write;
+        extra_devices.extend(policy.filesystem.devices.iter().cloned());
+        if namespaces.is_some() {
+            extra_devices.extend(["/dev/shm".into(), "/dev/pts".into()]);
+        }
 
+        // `ipc_namespace` is known here, for IPC rules that depend on it.
         let seccomp = syscall_rules::compile(&syscall_rules::rules(&policy))?;
         Ok(Env {
             policy,
+            landlock_policy,
+            namespaces,
+            ipc_namespace,
             status,
             keep_fds,
             cwd: args.cwd,
@@ -248,6 +290,14 @@ impl Env {
         process::close_inherited_fds(&self.keep_fds)?;
         // Early: a command whose supervisor already died could never be timed out or killed.
         process::die_with_parent(self.parent)?;
+        // After the fds are closed (the monitor and init it forks must hold nothing of the
+        // parent's) and with the parent-death signal armed (where the chain of deaths starts);
+        // before capabilities are dropped, because building the view needs those the new user
+        // namespace grants. Returns only in the process that goes on to exec the command.
+        let entered = match &self.namespaces {
+            Some(plan) => namespaces::enter(plan, self.parent)?,
+            None => namespaces::Entered::default(),
+        };
         // Before no_new_privs and Landlock: dropping the bounding set needs CAP_SETPCAP.
         process::drop_capabilities()?;
         // Before Landlock and seccomp, which require it without CAP_SYS_ADMIN; also stops
@@ -255,8 +305,9 @@ impl Env {
         process::set_no_new_privs()?;
         // Landlock before seccomp: building the ruleset uses landlock_* system calls and opens
         // paths, which the seccomp filter need not then allow for.
-        let mut layers = vec![Layer::Capabilities, Layer::NoNewPrivs];
-        layers.extend(landlock_rules::apply(&self.policy, self.landlock_abi)?);
+        let mut layers = entered.layers;
+        layers.extend([Layer::Capabilities, Layer::NoNewPrivs]);
+        layers.extend(landlock_rules::apply(&self.landlock_policy, self.landlock_abi)?);
         // Seccomp last among the restrictions, so that its filters need not allow what setup does.
         syscall_rules::install(&self.seccomp)?;
         layers.push(Layer::Seccomp);
@@ -275,11 +326,16 @@ impl Env {
         }
         // Report last, so that `confined` means only execve remains; after execve the
         // close-on-exec status fd is gone.
+        let unmediated = match self.namespaces {
+            Some(_) => Vec::new(),
+            None => UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
+        };
         self.report(&StatusRecord::Confined(ConfinementReceipt {
             layers,
             landlock_abi: self.landlock_abi,
-            downgrades: self.downgrades.clone(),
-            unmediated: UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
+            downgrades: self.downgrades.iter().cloned().chain(entered.downgrades).collect(),
+            unmediated,
+            placeholders: entered.placeholders,
         }))?;
         Ok(())
     }
@@ -374,18 +430,19 @@ fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
     })
 }
 
-fn carve_out_downgrades(policy: &SandboxPolicy) -> Vec<Downgrade> {
+fn carve_out_downgrades(policy: &SandboxPolicy, missing: &str) -> Vec<Downgrade> {
     let fs = &policy.filesystem;
-    let reason =
-        "carve-outs need the mount-namespace layer, which this helper does not build yet; \
-                  Landlock rights cannot be subtracted beneath a granted root";
+    let reason = format!(
+        "carve-outs need the mount-namespace layer, and {missing}; Landlock rights cannot be \
+         subtracted beneath a granted root"
+    );
     fs.read_only
         .iter()
         .map(|p| ("read_only", p))
         .chain(fs.deny_read.iter().map(|p| ("deny_read", p)))
         .map(|(kind, path)| Downgrade {
             restriction: format!("{kind}:{}", path.display()),
-            reason: reason.to_owned(),
+            reason: reason.clone(),
         })
         .collect()
 }

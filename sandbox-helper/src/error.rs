@@ -116,6 +116,43 @@ pub enum SetupError {
         /// Why.
         source: io::Error,
     },
+    /// Creating a namespace (or writing its id maps) failed.
+    #[error("cannot create the {what}: {source}{hint}")]
+    Namespace {
+        /// Which namespace or map.
+        what: &'static str,
+        /// Why.
+        source: io::Error,
+        /// What to change on this system, when the cause is a known setting (or empty).
+        hint: &'static str,
+    },
+    /// One mount of the view could not be made.
+    #[error("cannot {what} {path:?}: {source}")]
+    Mount {
+        /// The operation (`bind`, `make read-only`, `mount tmpfs on`, ...).
+        what: &'static str,
+        /// The path in the sandbox's view.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A path of the view goes through a symbolic link, which a command could have planted.
+    #[error("{path:?} goes through a symbolic link; refusing to build the view through it (carve-outs and roots must be canonical, and a link inside a writable root could have been planted)")]
+    SymlinkInView {
+        /// The path from the policy.
+        path: PathBuf,
+    },
+    /// `lo` could not be brought up in the private network namespace.
+    #[error("cannot bring up the loopback interface: {0}")]
+    Loopback(io::Error),
+    /// Forking the init or the command, or arranging its signals, failed.
+    #[error("cannot start the sandbox's init ({what}): {source}")]
+    Init {
+        /// Which operation.
+        what: &'static str,
+        /// Why.
+        source: io::Error,
+    },
 }
 
 impl SetupError {
@@ -136,6 +173,10 @@ impl SetupError {
             SetupError::Status(_) => Step::Status,
             SetupError::Signals(_) => Step::Signals,
             SetupError::Chdir { .. } => Step::Chdir,
+            SetupError::Namespace { .. } => Step::Namespaces,
+            SetupError::Mount { .. } | SetupError::SymlinkInView { .. } => Step::Mounts,
+            SetupError::Loopback(_) => Step::Loopback,
+            SetupError::Init { .. } => Step::Init,
         }
     }
 
@@ -146,14 +187,20 @@ impl SetupError {
             | SetupError::Capabilities { source, .. }
             | SetupError::LandlockPath { source, .. }
             | SetupError::Landlock { source, .. }
-            | SetupError::Chdir { path: _, source } => source.raw_os_error(),
+            | SetupError::Chdir { path: _, source }
+            | SetupError::Namespace { source, .. }
+            | SetupError::Mount { source, .. }
+            | SetupError::Init { source, .. } => source.raw_os_error(),
             SetupError::CloseFds(e)
             | SetupError::ParentDeath(e)
             | SetupError::NoNewPrivs(e)
             | SetupError::Signals(e)
-            | SetupError::Status(e) => e.raw_os_error(),
+            | SetupError::Status(e)
+            | SetupError::Loopback(e) => e.raw_os_error(),
             SetupError::Seccomp { errno, .. } | SetupError::PassFd { errno, .. } => *errno,
-            SetupError::SymlinkInPolicy { .. } => Some(libc::ELOOP),
+            SetupError::SymlinkInPolicy { .. } | SetupError::SymlinkInView { .. } => {
+                Some(libc::ELOOP)
+            }
             SetupError::Arguments(_) | SetupError::Policy(_) | SetupError::Refused { .. } => None,
         }
     }

@@ -1,8 +1,8 @@
 //! `cordon-sandbox`: the confining half of cordon.
 //!
 //! The helper reads a [`policy::SandboxPolicy`], confines its own process in one ordered
-//! sequence (close inherited fds, die with the parent, drop capabilities, `no_new_privs`,
-//! Landlock, seccomp), reports what it enforced on a status fd, and `execve`s the command.
+//! sequence (close inherited fds, die with the parent, namespaces, drop capabilities,
+//! `no_new_privs`, Landlock, seccomp), reports what it enforced on a status fd, and `execve`s the command.
 //! It never supervises; the parent (the `cordon` crate) does that.
 //!
 //! ```no_run
@@ -14,6 +14,7 @@
 pub mod confine;
 pub mod error;
 pub mod landlock_rules;
+pub mod namespaces;
 pub mod policy;
 pub mod process;
 pub mod status;

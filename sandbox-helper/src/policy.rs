@@ -63,8 +63,14 @@ pub struct FilesystemPolicy {
     #[serde(default)]
     pub read_only: Vec<PathBuf>,
     /// Paths that must not be readable even though a readable root covers them (carve-outs).
+    /// A writable root may lie beneath one: the mount layer hides the rest and keeps it usable.
     #[serde(default)]
     pub deny_read: Vec<PathBuf>,
+    /// Device nodes (or directories of them, such as `/dev/dri`) under `/dev` that the command
+    /// may open for reading and writing, on top of the minimal set every command gets. With the
+    /// namespace layer they are the only other devices in its private `/dev`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<PathBuf>,
 }
 
 /// Network and socket access.
@@ -90,6 +96,10 @@ pub struct NetworkPolicy {
 pub enum NetworkMode {
     /// Only `AF_UNIX` sockets can be created.
     Denied,
+    /// A private network namespace with only `lo` up: sockets of every family can be created,
+    /// and reach the command's own processes on 127.0.0.1 and ::1, nothing outside. Needs the
+    /// namespace layer.
+    Loopback,
     /// Sockets of every family can be created.
     Enabled,
 }
@@ -98,6 +108,15 @@ impl NetworkMode {
     /// True for [`NetworkMode::Denied`].
     pub fn is_denied(self) -> bool {
         self == NetworkMode::Denied
+    }
+
+    /// The name used in policies and profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            NetworkMode::Denied => "denied",
+            NetworkMode::Loopback => "loopback",
+            NetworkMode::Enabled => "enabled",
+        }
     }
 }
 
@@ -132,6 +151,8 @@ pub struct EnforcementPolicy {
     pub missing_layer: Enforcement,
     /// `read_only` and `deny_read` carve-outs, which need the mount-namespace layer.
     pub carve_outs: Enforcement,
+    // `network.mode = "loopback"` needs the namespace layer too; without it, `missing_layer`
+    // decides (refuse, or report and run with the network denied instead).
 }
 
 impl EnforcementPolicy {
@@ -172,7 +193,8 @@ pub enum PolicyError {
         /// The other field.
         second: &'static str,
     },
-    /// A writable root lies under a path that must not be read.
+    /// A writable root lies under a path that must not be read. Only `/` is refused: hiding
+    /// the whole tree leaves nothing to run; below that the mount layer keeps the root usable.
     #[error("writable root {write:?} is under deny_read path {deny:?}")]
     WritableUnderDenyRead {
         /// The writable root.
@@ -183,9 +205,12 @@ pub enum PolicyError {
     /// A read-only carve-out outside every writable root means nothing.
     #[error("read_only path {0:?} is not inside any writable root, so it is already read-only")]
     ReadOnlyOutsideWritable(PathBuf),
-    /// Port lists only make sense with the network enabled.
-    #[error("network.{0} needs network.mode = \"enabled\"")]
+    /// Port lists only make sense with a network.
+    #[error("network.{0} needs network.mode = \"enabled\" or \"loopback\"")]
     PortsWithoutNetwork(&'static str),
+    /// A `filesystem.devices` entry is not a path below `/dev`.
+    #[error("filesystem.devices: {0:?} is not below /dev")]
+    DeviceOutsideDev(PathBuf),
     /// A marker name or value is not acceptable.
     #[error("markers: {0}")]
     Marker(String),
@@ -217,6 +242,7 @@ impl SandboxPolicy {
             ("filesystem.write", &fs.write),
             ("filesystem.read_only", &fs.read_only),
             ("filesystem.deny_read", &fs.deny_read),
+            ("filesystem.devices", &fs.devices),
         ] {
             for path in paths {
                 check_canonical(field, path)?;
@@ -237,7 +263,7 @@ impl SandboxPolicy {
                     "filesystem.read_only",
                 ));
             }
-            if let Some(deny) = fs.deny_read.iter().find(|d| path.starts_with(d)) {
+            if let Some(deny) = fs.deny_read.iter().find(|d| d.as_os_str() == "/") {
                 return Err(PolicyError::WritableUnderDenyRead {
                     write: path.clone(),
                     deny: deny.clone(),
@@ -263,6 +289,11 @@ impl SandboxPolicy {
             }
             if !fs.write.iter().any(|w| path.starts_with(w)) {
                 return Err(PolicyError::ReadOnlyOutsideWritable(path.clone()));
+            }
+        }
+        for path in &fs.devices {
+            if !path.starts_with("/dev") || path.as_os_str() == "/dev" {
+                return Err(PolicyError::DeviceOutsideDev(path.clone()));
             }
         }
         if self.network.mode.is_denied() {
@@ -313,7 +344,8 @@ impl SandboxPolicy {
         }
         if !self.network.mode.is_denied() && markers.contains_key(MARKER_NETWORK_DISABLED) {
             return Err(PolicyError::Marker(format!(
-                "{MARKER_NETWORK_DISABLED} contradicts network.mode = \"enabled\""
+                "{MARKER_NETWORK_DISABLED} contradicts network.mode = \"{}\"",
+                self.network.mode.name()
             )));
         }
         Ok(())
@@ -388,6 +420,7 @@ mod tests {
                 write: vec!["/work".into()],
                 read_only: vec!["/work/.git".into()],
                 deny_read: vec![],
+                devices: vec![],
             },
             network: NetworkPolicy {
                 mode: NetworkMode::Denied,
@@ -437,6 +470,12 @@ mod tests {
             Err(PolicyError::Contradiction { .. })
         ));
 
+        // Below a hidden directory a writable root stays usable; only hiding `/` is refused.
+        let mut policy = base();
+        policy.filesystem.deny_read = vec!["/work-parent".into()];
+        policy.filesystem.write = vec!["/work-parent/work".into()];
+        policy.filesystem.read_only = vec![];
+        assert_eq!(policy.validate(), Ok(()));
         let mut policy = base();
         policy.filesystem.deny_read = vec!["/".into()];
         policy.filesystem.read = vec!["/usr".into()];
@@ -466,6 +505,27 @@ mod tests {
         );
         policy.network.mode = NetworkMode::Enabled;
         assert_eq!(policy.validate(), Ok(()));
+        policy.network.mode = NetworkMode::Loopback;
+        assert_eq!(policy.validate(), Ok(()));
+    }
+
+    #[test]
+    fn devices_must_be_below_dev() {
+        let mut policy = base();
+        policy.filesystem.devices = vec!["/dev/dri".into(), "/dev/nvidia0".into()];
+        assert_eq!(policy.validate(), Ok(()));
+        for bad in ["/dev", "/devices/x", "/etc/passwd"] {
+            policy.filesystem.devices = vec![bad.into()];
+            assert_eq!(
+                policy.validate(),
+                Err(PolicyError::DeviceOutsideDev(bad.into()))
+            );
+        }
+        policy.filesystem.devices = vec!["dev/null".into()];
+        assert!(matches!(
+            policy.validate(),
+            Err(PolicyError::NotCanonical { .. })
+        ));
     }
 
     #[test]

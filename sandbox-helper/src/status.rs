@@ -56,12 +56,30 @@ pub struct ConfinementReceipt {
     pub downgrades: Vec<Downgrade>,
     /// Operations no layer mediates, whatever the policy says.
     pub unmediated: Vec<String>,
+    /// Empty directories the helper created at `read_only` paths that did not exist, so that
+    /// the command could not create them. The helper removes them when the command ends
+    /// normally; after a kill the parent may remove those still empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placeholders: Vec<std::path::PathBuf>,
 }
 
 /// A confinement layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Layer {
+    /// A user namespace mapping the caller's uid and gid to themselves.
+    UserNamespace,
+    /// A mount namespace with the view: read-only outside writable roots, carve-outs, hidden
+    /// paths, a minimal `/dev`.
+    MountNamespace,
+    /// A pid namespace with the helper as init: nothing of the command outlives it.
+    PidNamespace,
+    /// A fresh `/proc` showing only the sandbox's processes.
+    PrivateProc,
+    /// A private SysV IPC and POSIX message queue namespace.
+    IpcNamespace,
+    /// A private network namespace (loopback only).
+    NetNamespace,
     /// All capabilities dropped.
     Capabilities,
     /// `PR_SET_NO_NEW_PRIVS` set.
@@ -114,6 +132,14 @@ pub enum Step {
     Signals,
     /// Changing to the working directory.
     Chdir,
+    /// Creating the user, pid, ipc or network namespace.
+    Namespaces,
+    /// Building the mount view.
+    Mounts,
+    /// Bringing up `lo` in the private network namespace.
+    Loopback,
+    /// Starting the pid-1 init and the command's process.
+    Init,
 }
 
 impl std::fmt::Display for Step {

@@ -1,0 +1,248 @@
+//! The processes the namespace layer adds between the parent and the command:
+//!
+//! ```text
+//! parent (cordon) -> monitor (the helper, outside the pid namespace)
+//!                      -> init (pid 1 of the new pid namespace)
+//!                           -> command (confines itself further, then execve)
+//! ```
+//!
+//! The monitor exists because the helper the parent spawned cannot itself become pid 1: a new
+//! pid namespace only takes the children of whoever creates it. It waits for the init, forwards
+//! signals to it, removes the placeholders, and dies the way the command died, so the parent's
+//! view of exit codes and signal deaths is unchanged. The init reaps orphans, forwards signals
+//! to the command, and exits as soon as the command does: the kernel then kills every other
+//! process in the namespace, `setsid` and double-forked daemons included.
+//!
+//! Dying together: the monitor has `PR_SET_PDEATHSIG` (set by an earlier step) towards the
+//! parent, the init has it towards the monitor, and the init's death ends the namespace. A
+//! timeout or cancellation kills the monitor's process group, which holds the init.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::error::SetupError;
+
+/// Signals the monitor and the init pass on instead of dying of them, each with why.
+const FORWARDED: [(libc::c_int, &str); 7] = [
+    (libc::SIGTERM, "the polite stop a supervisor or `kill` sends"),
+    (libc::SIGINT, "an interrupt the command may want to handle (Ctrl-C forwarded by a caller)"),
+    (libc::SIGHUP, "the terminal or session went away"),
+    (libc::SIGQUIT, "a request for a core dump or a stack trace (JVMs, Go)"),
+    (libc::SIGUSR1, "application-defined (reload, dump statistics)"),
+    (libc::SIGUSR2, "application-defined"),
+    (libc::SIGWINCH, "the terminal was resized"),
+];
+
+/// The two ends of the socket pair between monitor and init: the init writes the command's
+/// wait status on it before exiting, and sees the monitor's death as a hang-up on it.
+pub struct Link {
+    monitor_end: OwnedFd,
+    init_end: OwnedFd,
+}
+
+impl Link {
+    /// A new close-on-exec socket pair.
+    pub fn new() -> Result<Link, SetupError> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: socketpair writes two descriptors into `fds`.
+        let rc = unsafe {
+            libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())
+        };
+        if rc != 0 {
+            return Err(init_error("socketpair")(io::Error::last_os_error()));
+        }
+        // SAFETY: the kernel just returned these descriptors and nothing else owns them.
+        let (monitor_end, init_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(Link { monitor_end, init_end })
+    }
+
+    /// The monitor's end (the init's is closed).
+    pub fn into_monitor_end(self) -> OwnedFd {
+        self.monitor_end
+    }
+
+    /// The init's end (the monitor's is closed).
+    pub fn into_init_end(self) -> OwnedFd {
+        self.init_end
+    }
+}
+
+/// The signal mask before [`block_signals`], restored in the command.
+pub struct SavedMask(libc::sigset_t);
+
+/// Blocks the forwarded signals and SIGCHLD, before forking, so that none arriving between the
+/// fork and the wait loop is lost (pid 1 ignores signals it has no handler for, unless blocked).
+pub fn block_signals() -> Result<SavedMask, SetupError> {
+    let set = wait_set();
+    // SAFETY: `sigset_t` is plain data; sigprocmask writes the old mask into it.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: both sets are valid for the call.
+    if unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) } != 0 {
+        return Err(init_error("block signals")(io::Error::last_os_error()));
+    }
+    Ok(SavedMask(old))
+}
+
+/// Restores the mask the helper started with; the command must not inherit blocked signals.
+pub fn restore_signals(saved: &SavedMask) -> Result<(), SetupError> {
+    // SAFETY: the saved set is valid; the old mask is not wanted.
+    if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &saved.0, std::ptr::null_mut()) } != 0 {
+        return Err(init_error("restore the signal mask")(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn wait_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a set on the stack.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        for (signal, _) in FORWARDED {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    }
+}
+
+/// `fork`: `Ok(0)` in the child, the child's pid in the parent.
+pub fn fork(what: &'static str) -> Result<libc::pid_t, SetupError> {
+    // SAFETY: the helper is single-threaded, so the child can go on running Rust code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(init_error(what)(io::Error::last_os_error()));
+    }
+    Ok(pid)
+}
+
+/// In the init, right after the fork: die with the monitor, and make sure it is still there
+/// (it may have died before the death signal was armed; its end of the link then hangs up).
+pub fn die_with_monitor(link: &OwnedFd) -> Result<(), SetupError> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+        return Err(init_error("arm the parent-death signal")(io::Error::last_os_error()));
+    }
+    let mut poll = libc::pollfd { fd: link.as_raw_fd(), events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
+    // SAFETY: poll on one valid pollfd with a zero timeout.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    if ready != 0 {
+        return Err(init_error("check the monitor")(io::Error::other("the monitor exited before the sandbox was set up")));
+    }
+    Ok(())
+}
+
+/// The monitor's life after forking the init. Never returns.
+pub fn run_monitor(init: libc::pid_t, link: OwnedFd, keep: &[RawFd], on_exit: impl FnOnce()) -> ! {
+    // Nothing of the parent's (status fd, passed descriptors, stdio) may stay open here: the
+    // parent reads them to end of file, which must come with the command's exec and exit.
+    let mut kept: Vec<RawFd> = keep.to_vec();
+    kept.push(link.as_raw_fd());
+    close_all_but(&kept);
+    let status = wait_forwarding(init, |signal| forward(init, signal));
+    let mut raw = [0u8; 4];
+    // SAFETY: recv into a 4-byte buffer; MSG_DONTWAIT because a descendant that somehow kept
+    // the init's end open must not hang the monitor.
+    let n = unsafe { libc::recv(link.as_raw_fd(), raw.as_mut_ptr().cast(), raw.len(), libc::MSG_DONTWAIT) };
+    // The init reports the command's own status; without it (the init was killed), its own.
+    let status = if n == 4 { i32::from_ne_bytes(raw) } else { status };
+    on_exit();
+    die_like(status)
+}
+
+/// The init's life after forking the command. Never returns.
+pub fn run_init(command: libc::pid_t, link: OwnedFd) -> ! {
+    close_all_but(&[link.as_raw_fd()]);
+    let status = wait_forwarding(command, |signal| forward(command, signal));
+    let bytes = status.to_ne_bytes();
+    // SAFETY: write of a 4-byte buffer on a descriptor this function owns; best effort, the
+    // exit code below carries the same information less precisely.
+    unsafe { libc::write(link.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+    // Exiting as pid 1 kills everything else in the namespace.
+    // SAFETY: _exit ends the process without running anything inherited from the helper.
+    unsafe { libc::_exit(exit_code(status)) }
+}
+
+/// Waits for `child`, reaping every other child on the way (orphans reparent to pid 1) and
+/// passing forwarded signals to `forward`. Returns `child`'s wait status.
+fn wait_forwarding(child: libc::pid_t, forward: impl Fn(libc::c_int)) -> i32 {
+    let set = wait_set();
+    loop {
+        // SAFETY: sigwaitinfo on a valid set; the info is not needed.
+        let signal = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        if signal < 0 {
+            continue; // EINTR
+        }
+        if signal != libc::SIGCHLD {
+            forward(signal);
+            continue;
+        }
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid with a valid status pointer.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid == child {
+                return status;
+            }
+            if pid <= 0 {
+                break;
+            }
+        }
+    }
+}
+
+fn forward(to: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill only sends a signal.
+    unsafe { libc::kill(to, signal) };
+}
+
+/// The exit code for a wait status: the code, or 128+N for a death by signal N.
+fn exit_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        128
+    }
+}
+
+/// Ends the monitor with the command's status: the same exit code, or the same signal, so the
+/// parent sees what it would have seen without the namespace layer.
+fn die_like(status: i32) -> ! {
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: plain calls with valid arguments: no core file of the monitor itself, the
+        // default action for the signal, the signal unblocked, then sent to this process.
+        unsafe {
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            libc::signal(signal, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, signal);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), signal);
+        }
+    }
+    // SAFETY: _exit ends the process.
+    unsafe { libc::_exit(exit_code(status)) }
+}
+
+/// Closes every descriptor, stdio included, except `keep`.
+fn close_all_but(keep: &[RawFd]) {
+    let mut keep: Vec<u32> = keep.iter().filter_map(|&fd| u32::try_from(fd).ok()).collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut first = 0u32;
+    for fd in keep.into_iter().chain([u32::MAX]) {
+        if fd > first {
+            // SAFETY: close_range only closes descriptors; nothing later uses the closed ones.
+            unsafe { libc::syscall(libc::SYS_close_range, first, fd - 1, 0) };
+        }
+        first = fd.saturating_add(1);
+    }
+}
+
+fn init_error(what: &'static str) -> impl Fn(io::Error) -> SetupError {
+    move |source| SetupError::Init { what, source }
+}

@@ -1,0 +1,141 @@
+//! The namespace layer: user, mount, pid, ipc and (for `network.mode = "loopback"`) network
+//! namespaces, built by the helper before it drops capabilities, so that Landlock and seccomp
+//! then apply inside them exactly as without.
+//!
+//! [`enter`] is the one step [`crate::confine`] calls. It forks twice (see [`init`]) and
+//! returns only in the process that goes on to confine itself and exec the command.
+//!
+//! Hook for `.git` as a `gitdir:` file (worktrees, submodules): the parent resolves the file
+//! and adds the directory it names to `filesystem.read_only`; a `read_only` entry may be a
+//! file or a directory, and the view protects both alike, so nothing here needs to change.
+
+pub mod init;
+pub mod mounts;
+pub mod net;
+pub mod userns;
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::error::SetupError;
+use crate::policy::{NetworkMode, SandboxPolicy};
+use crate::process;
+use crate::status::{Downgrade, Layer};
+
+pub use mounts::ViewPlan;
+
+/// Everything the layer needs, computed in `Env::new` before anything changes.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    /// A private network namespace with `lo` up.
+    pub loopback: bool,
+    /// The mount view.
+    pub view: ViewPlan,
+}
+
+impl Plan {
+    /// The plan for `policy`, run by the calling user.
+    pub fn new(policy: &SandboxPolicy) -> Plan {
+        let fs = &policy.filesystem;
+        Plan {
+            // SAFETY: geteuid and getegid cannot fail.
+            uid: unsafe { libc::geteuid() },
+            // SAFETY: as above.
+            gid: unsafe { libc::getegid() },
+            loopback: policy.network.mode == NetworkMode::Loopback,
+            view: ViewPlan {
+                write: fs.write.clone(),
+                read_only: fs.read_only.clone(),
+                deny_read: fs.deny_read.clone(),
+                devices: fs.devices.clone(),
+            },
+        }
+    }
+
+    /// The namespaces in force once [`enter`] has run, in the order they were made.
+    pub fn layers(&self) -> Vec<Layer> {
+        let mut layers = vec![Layer::UserNamespace, Layer::PidNamespace, Layer::MountNamespace, Layer::IpcNamespace];
+        if self.loopback {
+            layers.push(Layer::NetNamespace);
+        }
+        layers
+    }
+}
+
+/// What the command's process learns from [`enter`].
+#[derive(Debug, Default)]
+pub struct Entered {
+    /// Namespace layers in force.
+    pub layers: Vec<Layer>,
+    /// What the kernel refused at run time (a fresh `/proc`).
+    pub downgrades: Vec<Downgrade>,
+    /// Placeholders made for `read_only` paths that did not exist.
+    pub placeholders: Vec<PathBuf>,
+}
+
+/// The step: placeholders, user namespace, pid namespace, the monitor and init processes, then
+/// mount, ipc and network namespaces with the view and `lo`. Returns only in the command's
+/// process; the monitor and the init never return from here (setup errors in the init do: it
+/// reports them like any step, and the monitor passes its exit code on).
+pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
+    // As the caller, in the host's view: the placeholders must exist where the command's
+    // writable root really is, and the monitor removes them again from out here.
+    let (read_only, placeholders) = mounts::prepare_read_only(&plan.view)?;
+    userns::enter(plan.uid, plan.gid)?;
+    // The credential change may clear the parent-death signal; arm it again and recheck.
+    process::die_with_parent(parent)?;
+    unshare(libc::CLONE_NEWPID, "pid namespace")?;
+    let link = init::Link::new()?;
+    let saved_mask = init::block_signals()?;
+    let monitor_pid = init::fork("fork the init")?;
+    if monitor_pid != 0 {
+        let kept: Vec<_> = placeholders.iter().map(|p| p.fd()).collect();
+        init::run_monitor(monitor_pid, link.into_monitor_end(), &kept, || {
+            for placeholder in &placeholders {
+                placeholder.remove();
+            }
+        });
+    }
+    let placeholder_paths = placeholders.iter().map(|p| p.path.clone()).collect();
+    drop(placeholders);
+    let link = link.into_init_end();
+    init::die_with_monitor(&link)?;
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+    if plan.loopback {
+        flags |= libc::CLONE_NEWNET;
+    }
+    unshare(flags, "mount, ipc and network namespaces")?;
+    let downgrades = mounts::build(&plan.view, &read_only)?;
+    if plan.loopback {
+        net::loopback_up()?;
+    }
+    let command = init::fork("fork the command")?;
+    if command != 0 {
+        init::run_init(command, link);
+    }
+    drop(link);
+    init::restore_signals(&saved_mask)?;
+    let mut layers = plan.layers();
+    if !downgrades.iter().any(|d| d.restriction == mounts::PRIVATE_PROC) {
+        layers.push(Layer::PrivateProc);
+    }
+    Ok(Entered {
+        layers,
+        downgrades,
+        placeholders: placeholder_paths,
+    })
+}
+
+fn unshare(flags: libc::c_int, what: &'static str) -> Result<(), SetupError> {
+    // SAFETY: unshare with flags only changes this process's namespace membership.
+    if unsafe { libc::unshare(flags) } != 0 {
+        return Err(SetupError::Namespace {
+            what,
+            source: io::Error::last_os_error(),
+            hint: "",
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,607 @@
+//! The mount view, built the way bubblewrap builds it: every source is cloned from the
+//! untouched tree first, a new root is assembled beside the old one, `pivot_root` moves into it
+//! and the old root is detached, so no path leads back to the host's mounts.
+//!
+//! The view keeps every path where it was (Landlock rules and the working directory need no
+//! translation) and changes what the mounts allow:
+//! - the whole tree read-only at the mount level, which also stops chmod, chown, utime and
+//!   xattr changes, even for uid 0;
+//! - writable roots bound writable on top, `nosuid,nodev`;
+//! - `read_only` carve-outs bound read-only inside them (a file or a directory);
+//! - `deny_read` paths covered: a directory by an empty read-only tmpfs, a file by an empty
+//!   read-only file; a writable root below a hidden directory is bound again inside it;
+//! - a minimal `/dev` and a fresh `/proc`.
+//!
+//! Every path is opened with `RESOLVE_NO_SYMLINKS` and mounted through its descriptor (the new
+//! mount API: `open_tree`, `mount_setattr`, `move_mount`, `fsopen`), so a symbolic link planted
+//! in a writable root can neither redirect a mount nor be skipped: it fails the run.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::SetupError;
+use crate::status::Downgrade;
+
+/// What the view is built from, precomputed from the policy.
+#[derive(Debug, Clone, Default)]
+pub struct ViewPlan {
+    /// Writable roots.
+    pub write: Vec<PathBuf>,
+    /// Read-only carve-outs inside writable roots.
+    pub read_only: Vec<PathBuf>,
+    /// Hidden paths.
+    pub deny_read: Vec<PathBuf>,
+    /// Device nodes or directories the policy adds to the minimal `/dev`.
+    pub devices: Vec<PathBuf>,
+}
+
+/// Devices every command gets, bound from the host (those the host lacks are left out).
+const BASE_DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Symbolic links every `/dev` has, and what they point to.
+const DEV_LINKS: [(&str, &str); 5] = [
+    ("ptmx", "pts/ptmx"),
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
+
+/// Parts of a fresh `/proc` that configure the kernel rather than describe processes; bound
+/// read-only over themselves as bubblewrap does (writes there need privileges in the initial
+/// namespace anyway, this keeps them out of reach if a kernel gets that wrong).
+const PROC_READ_ONLY: [&str; 4] = ["sys", "sysrq-trigger", "irq", "bus"];
+
+/// The downgrade recorded when a fresh `/proc` cannot be mounted.
+pub const PRIVATE_PROC: &str = "private_proc";
+
+/// An empty directory created at a `read_only` path that did not exist, so that the command
+/// cannot create it. Removed again by the monitor once the sandbox is gone.
+#[derive(Debug)]
+pub struct Placeholder {
+    /// Where it is.
+    pub path: PathBuf,
+    parent: OwnedFd,
+    name: CString,
+}
+
+impl Placeholder {
+    /// Removes the directory if it is still the empty one made here. Best effort: it runs after
+    /// the command, when there is nobody left to report to, and an entry that is not empty was
+    /// not ours to remove. Through the parent's descriptor, so a rename of the parent cannot
+    /// point it elsewhere.
+    pub fn remove(&self) {
+        // SAFETY: unlinkat on a directory descriptor this struct owns and a NUL-terminated name.
+        unsafe { libc::unlinkat(self.parent.as_raw_fd(), self.name.as_ptr(), libc::AT_REMOVEDIR) };
+    }
+
+    /// The descriptor to keep open until [`Placeholder::remove`].
+    pub fn fd(&self) -> RawFd {
+        self.parent.as_raw_fd()
+    }
+}
+
+/// Makes sure every `read_only` path exists, so that it can be covered: a missing one gets an
+/// empty directory at its first missing component (which then is the carve-out: nothing can be
+/// created beneath it), a path blocked by a file protects that file. Runs as the caller, before
+/// any namespace, in the host's view. Returns the paths to bind read-only.
+pub fn prepare_read_only(plan: &ViewPlan) -> Result<(Vec<PathBuf>, Vec<Placeholder>), SetupError> {
+    let mut targets = Vec::new();
+    let mut placeholders = Vec::new();
+    for path in &plan.read_only {
+        match open_beneath(None, path) {
+            Ok(_) => {
+                targets.push(path.clone());
+                continue;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+            Err(e) => return Err(view_error("open carve-out", path, e)),
+        }
+        let (target, placeholder) = first_missing(plan, path)?;
+        targets.push(target);
+        placeholders.extend(placeholder);
+    }
+    Ok((targets, placeholders))
+}
+
+/// Walks `path` from its writable root down to the first component that does not exist and
+/// creates it as an empty directory; a non-directory on the way is protected instead.
+fn first_missing(plan: &ViewPlan, path: &Path) -> Result<(PathBuf, Option<Placeholder>), SetupError> {
+    let root = plan
+        .write
+        .iter()
+        .filter(|w| path.starts_with(w))
+        .max_by_key(|w| w.as_os_str().len())
+        .ok_or_else(|| view_error("find the writable root of", path, io::Error::from_raw_os_error(libc::EINVAL)))?;
+    let mut existing = root.clone();
+    for component in path.strip_prefix(root).unwrap_or(Path::new("")).components() {
+        let next = existing.join(component);
+        match open_beneath(None, &next) {
+            Ok(fd) => {
+                if !is_dir(&fd) {
+                    return Ok((next, None)); // a file where a directory should be: keep it
+                }
+                existing = next;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                let parent = open_beneath(None, &existing).map_err(|e| view_error("open", &existing, e))?;
+                let name = cstring(component.as_os_str().as_bytes(), &next)?;
+                // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
+                if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
+                    return Err(view_error("create a placeholder for the carve-out", &next, io::Error::last_os_error()));
+                }
+                return Ok((next.clone(), Some(Placeholder { path: next, parent, name })));
+            }
+            Err(e) => return Err(view_error("open carve-out", &next, e)),
+        }
+    }
+    Ok((existing, None))
+}
+
+/// One mount of the view, in the order they are made.
+enum Entry {
+    /// A clone of a host tree, with its mount attributes already set.
+    Tree(OwnedFd),
+    /// An empty read-only directory over a hidden one.
+    HideDir,
+    /// An empty read-only file over a hidden one.
+    HideFile,
+}
+
+/// Builds the view and moves into it. Runs in the init, in its new mount namespace, holding
+/// the capabilities of the new user namespace. Returns what it had to leave out.
+pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, SetupError> {
+    // Before any mount: nothing done here may propagate back to the host's namespace.
+    mount_private_root()?;
+
+    // Clone every source before anything covers it (the staging tmpfs covers /tmp, a hidden
+    // directory covers what is below it).
+    let base = clone(Path::new("/"), MOUNT_ATTR_RDONLY)?;
+    let mut entries: Vec<(PathBuf, Entry)> = Vec::new();
+    for path in &plan.write {
+        entries.push((path.clone(), Entry::Tree(clone(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?)));
+    }
+    for path in read_only {
+        entries.push((path.clone(), Entry::Tree(clone(path, MOUNT_ATTR_RDONLY)?)));
+    }
+    for path in &plan.deny_read {
+        match open_beneath(None, path) {
+            Ok(fd) if is_dir(&fd) => entries.push((path.clone(), Entry::HideDir)),
+            Ok(_) => entries.push((path.clone(), Entry::HideFile)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {} // nothing to hide
+            Err(e) => return Err(view_error("open hidden path", path, e)),
+        }
+    }
+    // Device nodes must not be nodev; read-only at the mount level still lets them be written.
+    let device_attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC;
+    let mut devices: Vec<(PathBuf, OwnedFd)> = Vec::new();
+    for name in BASE_DEVICES {
+        let path = Path::new("/dev").join(name);
+        match clone(&path, device_attrs) {
+            Ok(fd) => devices.push((path, fd)),
+            Err(SetupError::Mount { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    for path in &plan.devices {
+        devices.push((path.clone(), clone(path, device_attrs)?));
+    }
+    // Parents before children, so that a deeper mount lands on top; entries under /dev and
+    // /proc come after the private /dev and /proc, which would otherwise cover them.
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let (late, early): (Vec<_>, Vec<_>) = entries
+        .into_iter()
+        .partition(|(p, _)| p.starts_with("/dev") || p.starts_with("/proc"));
+
+    // The staging tmpfs: the new root is assembled on it, beside the old one.
+    let staging = new_fs("tmpfs", &[("mode", "0700")], 0, Path::new("/tmp"))?;
+    attach(&staging, &open_beneath(None, Path::new("/tmp")).map_err(|e| view_error("open", Path::new("/tmp"), e))?, Path::new("/tmp"))?;
+    make_dir(&staging, "newroot", Path::new("/tmp/newroot"))?;
+    make_file(&staging, "empty", Path::new("/tmp/empty"))?;
+    let newroot_dir = open_at(&staging, "newroot", Path::new("/tmp/newroot"))?;
+    attach(&base, &newroot_dir, Path::new("/"))?;
+    let root = open_beneath(None, Path::new("/tmp/newroot")).map_err(|e| view_error("open", Path::new("/tmp/newroot"), e))?;
+    let empty = open_at(&staging, "empty", Path::new("/tmp/empty"))?;
+
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    for (path, entry) in early {
+        mount_entry(&root, &path, entry, &empty, &mut hidden)?;
+    }
+    build_dev(&root, devices)?;
+    let downgrades = build_proc(&root)?;
+    for (path, entry) in late {
+        mount_entry(&root, &path, entry, &empty, &mut hidden)?;
+    }
+    // Hidden directories become read-only last, once the mount points of writable roots below
+    // them exist.
+    for path in &hidden {
+        let fd = resolve(&root, Path::new("/"), path, false, true)?;
+        set_attrs(&fd, MOUNT_ATTR_RDONLY, false, path)?;
+    }
+    enter_root(&root)?;
+    Ok(downgrades)
+}
+
+/// Whether `path` lies strictly below one of the hidden directories, whose tmpfs may get the
+/// mount points of what is bound beneath it.
+fn below(hidden: &[PathBuf], path: &Path) -> bool {
+    hidden.iter().any(|h| path.starts_with(h) && path != h)
+}
+
+fn mount_entry(
+    root: &OwnedFd,
+    path: &Path,
+    entry: Entry,
+    empty: &OwnedFd,
+    hidden: &mut Vec<PathBuf>,
+) -> Result<(), SetupError> {
+    match entry {
+        Entry::Tree(tree) => {
+            let target = resolve(root, Path::new("/"), path, below(hidden, path), is_dir(&tree))?;
+            attach(&tree, &target, path)
+        }
+        Entry::HideDir => {
+            let target = resolve(root, Path::new("/"), path, below(hidden, path), true)?;
+            let fs = new_fs("tmpfs", &[("mode", "0755"), ("size", "16k"), ("nr_inodes", "64")], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, path)?;
+            attach(&fs, &target, path)?;
+            hidden.push(path.to_path_buf());
+            Ok(())
+        }
+        Entry::HideFile => {
+            let target = resolve(root, Path::new("/"), path, below(hidden, path), false)?;
+            let file = clone_fd(empty, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, path)?;
+            attach(&file, &target, path)
+        }
+    }
+}
+
+/// A tmpfs `/dev` with the base devices, the policy's devices, a private `/dev/shm` and a
+/// private `devpts`, read-only itself.
+fn build_dev(root: &OwnedFd, devices: Vec<(PathBuf, OwnedFd)>) -> Result<(), SetupError> {
+    let dev_path = Path::new("/dev");
+    let target = resolve(root, Path::new("/"), dev_path, false, true)?;
+    let dev = new_fs("tmpfs", &[("mode", "0755"), ("size", "64k")], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, dev_path)?;
+    attach(&dev, &target, dev_path)?;
+    for (path, tree) in devices {
+        let node = resolve(&dev, dev_path, &path, true, is_dir(&tree))?;
+        attach(&tree, &node, &path)?;
+    }
+    let shm = new_fs("tmpfs", &[("mode", "1777")], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, Path::new("/dev/shm"))?;
+    make_dir(&dev, "shm", Path::new("/dev/shm"))?;
+    attach(&shm, &open_at(&dev, "shm", Path::new("/dev/shm"))?, Path::new("/dev/shm"))?;
+    let pts = new_devpts()?;
+    make_dir(&dev, "pts", Path::new("/dev/pts"))?;
+    attach(&pts, &open_at(&dev, "pts", Path::new("/dev/pts"))?, Path::new("/dev/pts"))?;
+    for (name, to) in DEV_LINKS {
+        let path = dev_path.join(name);
+        let (c_to, c_name) = (cstring(to.as_bytes(), &path)?, cstring(name.as_bytes(), &path)?);
+        // SAFETY: symlinkat with NUL-terminated strings and a directory descriptor.
+        if unsafe { libc::symlinkat(c_to.as_ptr(), dev.as_raw_fd(), c_name.as_ptr()) } != 0 {
+            return Err(view_error("create link", &path, io::Error::last_os_error()));
+        }
+    }
+    set_attrs(&dev, MOUNT_ATTR_RDONLY, false, dev_path)
+}
+
+/// A fresh `/proc` for the pid namespace. Where the kernel refuses it (EPERM: a container whose
+/// own `/proc` is partly covered), the command gets an empty `/proc` rather than the host's,
+/// which would show every other process's command line; the receipt says so.
+fn build_proc(root: &OwnedFd) -> Result<Vec<Downgrade>, SetupError> {
+    let proc_path = Path::new("/proc");
+    let target = resolve(root, Path::new("/"), proc_path, false, true)?;
+    let attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    match new_fs("proc", &[], attrs, proc_path) {
+        Ok(proc) => {
+            attach(&proc, &target, proc_path)?;
+            for name in PROC_READ_ONLY {
+                let path = proc_path.join(name);
+                let fd = match open_at(&proc, name, &path) {
+                    Ok(fd) => fd,
+                    Err(SetupError::Mount { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => continue,
+                    Err(e) => return Err(e),
+                };
+                let ro = clone_fd(&fd, MOUNT_ATTR_RDONLY | attrs, &path)?;
+                attach(&ro, &fd, &path)?;
+            }
+            Ok(Vec::new())
+        }
+        Err(SetupError::Mount { source, .. }) if matches!(source.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) => {
+            let empty = new_fs("tmpfs", &[("mode", "0555"), ("size", "4k"), ("nr_inodes", "4")], attrs | MOUNT_ATTR_RDONLY, proc_path)?;
+            attach(&empty, &target, proc_path)?;
+            Ok(vec![Downgrade {
+                restriction: PRIVATE_PROC.into(),
+                reason: format!(
+                    "the kernel refused to mount a fresh /proc ({source}; usually a container whose /proc is partly covered), so the command has an empty /proc instead of one showing its own processes"
+                ),
+            }])
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `pivot_root(".", ".")` inside the new root, then the old root, now stacked on top, is
+/// detached: afterwards no path reaches the host's mounts.
+fn enter_root(root: &OwnedFd) -> Result<(), SetupError> {
+    let slash = Path::new("/");
+    // SAFETY: fchdir on a descriptor this function borrows.
+    if unsafe { libc::fchdir(root.as_raw_fd()) } != 0 {
+        return Err(view_error("enter the new root", slash, io::Error::last_os_error()));
+    }
+    let dot = c".";
+    // SAFETY: pivot_root with two NUL-terminated paths.
+    if unsafe { libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) } != 0 {
+        return Err(view_error("pivot_root into", slash, io::Error::last_os_error()));
+    }
+    // SAFETY: umount2 of the old root stacked on "."; MNT_DETACH because processes outside
+    // this namespace may still use its mounts.
+    if unsafe { libc::umount2(dot.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(view_error("detach the old root from", slash, io::Error::last_os_error()));
+    }
+    // SAFETY: chdir with a NUL-terminated path.
+    if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
+        return Err(view_error("enter", slash, io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn mount_private_root() -> Result<(), SetupError> {
+    // SAFETY: mount with a NUL-terminated target and NULL source, type and data: only changes
+    // propagation.
+    let rc = unsafe {
+        libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null())
+    };
+    if rc != 0 {
+        return Err(view_error("make mount propagation private on", Path::new("/"), io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+// The new mount API, by number (libc has no wrappers).
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x04;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+const MOUNT_ATTR_RDONLY: u64 = 0x01;
+const MOUNT_ATTR_NOSUID: u64 = 0x02;
+const MOUNT_ATTR_NODEV: u64 = 0x04;
+const MOUNT_ATTR_NOEXEC: u64 = 0x08;
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+
+/// `struct mount_attr`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// A detached recursive copy of the mount tree at `path` (host view), with `attrs` set on
+/// every mount in it. Recursive because a copy of a mount without its locked submounts would
+/// reveal what they cover, which the kernel refuses.
+fn clone(path: &Path, attrs: u64) -> Result<OwnedFd, SetupError> {
+    let fd = open_beneath(None, path).map_err(|e| view_error("open", path, e))?;
+    clone_fd(&fd, attrs, path)
+}
+
+fn clone_fd(fd: &OwnedFd, attrs: u64, path: &Path) -> Result<OwnedFd, SetupError> {
+    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
+    // SAFETY: open_tree on a descriptor with an empty path; returns a new descriptor or -1.
+    let tree = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags) };
+    if tree < 0 {
+        return Err(view_error("clone the mount tree at", path, io::Error::last_os_error()));
+    }
+    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as RawFd) };
+    set_attrs(&tree, attrs, true, path)?;
+    Ok(tree)
+}
+
+/// Sets mount attributes (only sets: locked flags such as a host mount's `nosuid` are never
+/// cleared, which the kernel would refuse inside a user namespace).
+fn set_attrs(fd: &OwnedFd, attrs: u64, recursive: bool, path: &Path) -> Result<(), SetupError> {
+    if attrs == 0 {
+        return Ok(());
+    }
+    let attr = MountAttr { attr_set: attrs, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: mount_setattr on a descriptor with an empty path and a mount_attr of the size passed.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_mount_setattr, fd.as_raw_fd(), c"".as_ptr(), flags, &attr as *const MountAttr, std::mem::size_of::<MountAttr>())
+    };
+    if rc != 0 {
+        return Err(view_error("set mount attributes (read-only, nosuid, nodev) on", path, io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Attaches a detached mount onto the directory or file `target` refers to.
+fn attach(tree: &OwnedFd, target: &OwnedFd, path: &Path) -> Result<(), SetupError> {
+    // SAFETY: move_mount between two descriptors with empty paths.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), target.as_raw_fd(), c"".as_ptr(), MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH)
+    };
+    if rc != 0 {
+        return Err(view_error("mount over", path, io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// A new detached filesystem mount of `fstype` with string `options` and mount `attrs`.
+fn new_fs(fstype: &str, options: &[(&str, &str)], attrs: u64, path: &Path) -> Result<OwnedFd, SetupError> {
+    let fs = fs_open(fstype, path)?;
+    for (key, value) in options {
+        fs_config(&fs, FSCONFIG_SET_STRING, key, Some(value), path)?;
+    }
+    fs_mount(fs, attrs, path)
+}
+
+/// A private devpts instance: the command's own terminals, none of the host's.
+fn new_devpts() -> Result<OwnedFd, SetupError> {
+    let path = Path::new("/dev/pts");
+    let fs = fs_open("devpts", path)?;
+    fs_config(&fs, FSCONFIG_SET_FLAG, "newinstance", None, path)?;
+    fs_config(&fs, FSCONFIG_SET_STRING, "ptmxmode", Some("0666"), path)?;
+    fs_config(&fs, FSCONFIG_SET_STRING, "mode", Some("620"), path)?;
+    fs_mount(fs, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, path)
+}
+
+fn fs_open(fstype: &str, path: &Path) -> Result<OwnedFd, SetupError> {
+    let name = cstring(fstype.as_bytes(), path)?;
+    // SAFETY: fsopen with a NUL-terminated filesystem name.
+    let fd = unsafe { libc::syscall(libc::SYS_fsopen, name.as_ptr(), FSOPEN_CLOEXEC) };
+    if fd < 0 {
+        return Err(view_error("create a filesystem for", path, io::Error::last_os_error()));
+    }
+    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn fs_config(fs: &OwnedFd, cmd: libc::c_uint, key: &str, value: Option<&str>, path: &Path) -> Result<(), SetupError> {
+    let key = cstring(key.as_bytes(), path)?;
+    let value = value.map(|v| cstring(v.as_bytes(), path)).transpose()?;
+    let value_ptr = value.as_ref().map_or(std::ptr::null(), |v| v.as_ptr());
+    // SAFETY: fsconfig with NUL-terminated key and value (or NULL for a flag).
+    let rc = unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key.as_ptr(), value_ptr, 0) };
+    if rc != 0 {
+        return Err(view_error("configure the filesystem for", path, io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn fs_mount(fs: OwnedFd, attrs: u64, path: &Path) -> Result<OwnedFd, SetupError> {
+    // SAFETY: fsconfig CREATE with no key or value.
+    if unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), FSCONFIG_CMD_CREATE, std::ptr::null::<libc::c_char>(), std::ptr::null::<libc::c_char>(), 0) } != 0 {
+        return Err(view_error("create the filesystem for", path, io::Error::last_os_error()));
+    }
+    // SAFETY: fsmount on a configured filesystem context.
+    let fd = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
+    if fd < 0 {
+        return Err(view_error("mount the filesystem for", path, io::Error::last_os_error()));
+    }
+    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Opens `path` (absolute in the view) below `root`, which is mounted at `root_path`, without
+/// following any symbolic link. A missing component is created only when `may_create` (the
+/// place is a tmpfs built here, so nothing of the host is touched): directories on the way,
+/// and the last component as a directory or an empty file per `last_is_dir`.
+fn resolve(
+    root: &OwnedFd,
+    root_path: &Path,
+    path: &Path,
+    may_create: bool,
+    last_is_dir: bool,
+) -> Result<OwnedFd, SetupError> {
+    let relative = path.strip_prefix(root_path).unwrap_or(path);
+    if relative.as_os_str().is_empty() {
+        return open_at(root, ".", path);
+    }
+    match open_beneath(Some(root), relative) {
+        Ok(fd) => return Ok(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) && may_create => {}
+        Err(e) => return Err(view_error("open", path, e)),
+    }
+    let components: Vec<_> = relative.components().collect();
+    let mut dir = open_at(root, ".", path)?;
+    for (i, component) in components.iter().enumerate() {
+        let name = component.as_os_str().to_str().unwrap_or_default();
+        match open_beneath(Some(&dir), Path::new(name)) {
+            Ok(fd) => dir = fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                if i + 1 == components.len() && !last_is_dir {
+                    make_file(&dir, name, path)?;
+                } else {
+                    make_dir(&dir, name, path)?;
+                }
+                dir = open_at(&dir, name, path)?;
+            }
+            Err(e) => return Err(view_error("open", path, e)),
+        }
+    }
+    Ok(dir)
+}
+
+fn make_dir(dir: &OwnedFd, name: &str, path: &Path) -> Result<(), SetupError> {
+    let c_name = cstring(name.as_bytes(), path)?;
+    // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
+    if unsafe { libc::mkdirat(dir.as_raw_fd(), c_name.as_ptr(), 0o755) } != 0 {
+        return Err(view_error("create mount point", path, io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn make_file(dir: &OwnedFd, name: &str, path: &Path) -> Result<(), SetupError> {
+    let c_name = cstring(name.as_bytes(), path)?;
+    // SAFETY: openat creating a new file relative to a directory descriptor; the descriptor is
+    // closed right away.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c_name.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW, 0o444) };
+    if fd < 0 {
+        return Err(view_error("create mount point", path, io::Error::last_os_error()));
+    }
+    // SAFETY: closing the descriptor just opened.
+    unsafe { libc::close(fd) };
+    Ok(())
+}
+
+fn open_at(dir: &OwnedFd, name: &str, path: &Path) -> Result<OwnedFd, SetupError> {
+    open_beneath(Some(dir), Path::new(name)).map_err(|e| view_error("open", path, e))
+}
+
+/// `openat2(O_PATH, RESOLVE_NO_SYMLINKS)`, relative to `dir` (and beneath it) or absolute.
+fn open_beneath(dir: Option<&OwnedFd>, path: &Path) -> io::Result<OwnedFd> {
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut resolve = RESOLVE_NO_SYMLINKS;
+    if dir.is_some() {
+        resolve |= RESOLVE_BENEATH;
+    }
+    let how = OpenHow { flags: (libc::O_PATH | libc::O_CLOEXEC) as u64, mode: 0, resolve };
+    let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: `c_path` is NUL-terminated and `how` has the layout of `struct open_how`, whose
+    // size is passed; both outlive the call.
+    let fd = unsafe { libc::syscall(libc::SYS_openat2, dirfd, c_path.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>()) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `struct open_how`.
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+fn is_dir(fd: &OwnedFd) -> bool {
+    // SAFETY: `stat` is plain data for which all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat into a valid buffer on a descriptor this function borrows.
+    unsafe { libc::fstat(fd.as_raw_fd(), &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR }
+}
+
+fn cstring(bytes: &[u8], path: &Path) -> Result<CString, SetupError> {
+    CString::new(bytes).map_err(|_| view_error("name", path, io::Error::from_raw_os_error(libc::EINVAL)))
+}
+
+fn view_error(what: &'static str, path: &Path, source: io::Error) -> SetupError {
+    if source.raw_os_error() == Some(libc::ELOOP) {
+        return SetupError::SymlinkInView { path: path.to_path_buf() };
+    }
+    SetupError::Mount { what, path: path.to_path_buf(), source }
+}

@@ -1,0 +1,95 @@
+//! The user namespace: probing whether one can be created, and entering it with the caller's
+//! own uid and gid mapped to themselves.
+
+use std::io;
+
+use crate::error::SetupError;
+
+/// Why user namespaces cannot be used here, with the setting that would change it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    /// What the probe found.
+    pub reason: String,
+}
+
+/// Knobs that switch unprivileged user namespaces off, each with the hint a person needs.
+/// Read once in `Env::new`; the `unshare` itself is the final word (and fails closed).
+const KNOBS: [(&str, &str, bool); 3] = [
+    (
+        "/proc/sys/user/max_user_namespaces",
+        "set the sysctl user.max_user_namespaces above 0",
+        // Applies to root too: it is a count limit, not a permission.
+        true,
+    ),
+    (
+        "/proc/sys/kernel/unprivileged_userns_clone",
+        "Debian: set the sysctl kernel.unprivileged_userns_clone=1",
+        false,
+    ),
+    (
+        "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+        "Ubuntu: set the sysctl kernel.apparmor_restrict_unprivileged_userns=0 or give cordon an AppArmor profile with `userns,`",
+        false,
+    ),
+];
+
+/// Checks, without creating anything, whether this process can create a user namespace.
+pub fn probe() -> Result<(), Unavailable> {
+    if !std::path::Path::new("/proc/self/ns/user").exists() {
+        return Err(Unavailable {
+            reason: "the kernel has no user namespaces (CONFIG_USER_NS), or /proc is not mounted"
+                .into(),
+        });
+    }
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    for (file, hint, applies_to_root) in KNOBS {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue; // the knob does not exist on this kernel
+        };
+        let value = text.trim();
+        let off = if file.ends_with("apparmor_restrict_unprivileged_userns") {
+            value == "1"
+        } else {
+            value == "0"
+        };
+        if off && (applies_to_root || !root) {
+            return Err(Unavailable {
+                reason: format!("user namespaces are disabled ({file} is {value}); {hint}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The hint added to an `unshare(CLONE_NEWUSER)` failure.
+pub const UNSHARE_HINT: &str = "; user namespaces may be disabled: check the sysctls user.max_user_namespaces, kernel.unprivileged_userns_clone (Debian) and kernel.apparmor_restrict_unprivileged_userns (Ubuntu)";
+
+/// Moves the calling (single-threaded) process into a new user namespace in which `uid` and
+/// `gid` map to themselves. Not to root: a command that sees uid 0 behaves as if it could do
+/// anything, and files it creates must keep the caller's ownership outside.
+///
+/// `setgroups` is denied first, for root callers too: after `unshare` this process holds no
+/// capability in the parent namespace, and without CAP_SETGID there the kernel accepts a
+/// `gid_map` only once `setgroups` is off. The supplementary groups stay as they are.
+pub fn enter(uid: libc::uid_t, gid: libc::gid_t) -> Result<(), SetupError> {
+    // SAFETY: unshare with a flag only changes this process's namespace membership.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+        return Err(SetupError::Namespace {
+            what: "user namespace",
+            source: io::Error::last_os_error(),
+            hint: UNSHARE_HINT,
+        });
+    }
+    let write = |file: &'static str, what: &'static str, text: String| {
+        std::fs::write(file, text).map_err(|source| SetupError::Namespace {
+            what,
+            source,
+            hint: "",
+        })
+    };
+    write("/proc/self/setgroups", "user namespace (setgroups deny)", "deny".into())?;
+    write("/proc/self/uid_map", "user namespace (uid_map)", format!("{uid} {uid} 1"))?;
+    write("/proc/self/gid_map", "user namespace (gid_map)", format!("{gid} {gid} 1"))?;
+    Ok(())
+}
