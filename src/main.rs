@@ -104,6 +104,8 @@ struct RunArgs {
 #[derive(Clone, Copy, ValueEnum)]
 enum NetworkArg {
     Denied,
+    /// A private network with only the loopback interface (needs user namespaces).
+    Loopback,
     Enabled,
 }
 
@@ -213,6 +215,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         readable: absolute_entries(&cwd, &args.readable),
         network: args.network.map(|n| match n {
             NetworkArg::Denied => NetworkMode::Denied,
+            NetworkArg::Loopback => NetworkMode::Loopback,
             NetworkArg::Enabled => NetworkMode::Enabled,
         }),
         allow_unix_sockets: args.allow_unix_sockets,

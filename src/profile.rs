@@ -105,6 +105,7 @@ struct Rules {
     write: Vec<String>,
     read_only: Vec<String>,
     deny_read: Vec<String>,
+    devices: Vec<String>,
     network: NetworkMode,
     unix_sockets: UnixSockets,
     tcp_connect: Option<Vec<u16>>,
@@ -119,6 +120,7 @@ impl Rules {
             write: Vec::new(),
             read_only: Vec::new(),
             deny_read: Vec::new(),
+            devices: Vec::new(),
             network: NetworkMode::Denied,
             unix_sockets: UnixSockets::Deny,
             tcp_connect: None,
@@ -151,6 +153,8 @@ struct FilesystemSection {
     read_only: Vec<String>,
     #[serde(default)]
     deny_read: Vec<String>,
+    #[serde(default)]
+    devices: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -165,6 +169,14 @@ struct NetworkSection {
 /// Why a profile could not be loaded or resolved. Messages are one line and name the problem.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
+    /// A `read_only` entry reaches its target through a symbolic link inside a writable root.
+    #[error("filesystem.read_only: {entry:?} goes through the symbolic link {link:?}, which lies inside a writable root: the command could replace the link, so the carve-out cannot be enforced; name the link's target instead, or remove the link")]
+    CarveOutThroughSymlink {
+        /// The profile entry.
+        entry: String,
+        /// The link.
+        link: PathBuf,
+    },
     /// `-p NAME` is neither a preset nor a file.
     #[error("unknown preset {0:?} (presets: read-only, workspace-write, full-access; a profile file must end in .toml or .json)")]
     UnknownPreset(String),
@@ -379,7 +391,8 @@ impl PermissionProfile {
             let sets_sandbox_keys = !(fs.read.is_empty()
                 && fs.write.is_empty()
                 && fs.read_only.is_empty()
-                && fs.deny_read.is_empty())
+                && fs.deny_read.is_empty()
+                && fs.devices.is_empty())
                 || n.mode.is_some()
                 || n.unix_sockets.is_some()
                 || n.tcp_connect.is_some()
@@ -397,6 +410,7 @@ impl PermissionProfile {
         rules.write.extend(file.filesystem.write);
         rules.read_only.extend(file.filesystem.read_only);
         rules.deny_read.extend(file.filesystem.deny_read);
+        rules.devices.extend(file.filesystem.devices);
         if let Some(mode) = file.network.mode {
             rules.network = mode;
         }
@@ -476,9 +490,18 @@ impl PermissionProfile {
                 expander.expand("filesystem.read_only", entry)?
             };
             for path in candidates {
-                let Ok(path) = std::fs::canonicalize(&path) else {
+                let Ok(canonical) = std::fs::canonicalize(&path) else {
                     continue; // nothing there to protect
                 };
+                // The link itself is not protected by protecting its target: the command could
+                // replace it with a directory of its own (a `.git` with hooks). Fail closed.
+                if let Some(link) = link_inside(&path, &write) {
+                    return Err(ProfileError::CarveOutThroughSymlink {
+                        entry: entry.clone(),
+                        link,
+                    });
+                }
+                let path = canonical;
                 // A read-only path that is itself a writable root stays in: validation
                 // rejects the contradiction rather than quietly leaving it writable.
                 if !write.iter().any(|w| path.starts_with(w)) {
@@ -507,6 +530,8 @@ impl PermissionProfile {
             }
         }
 
+        let devices = expander.existing_roots("filesystem.devices", &rules.devices, &mut notes)?;
+
         let policy = SandboxPolicy {
             version: POLICY_VERSION,
             filesystem: FilesystemPolicy {
@@ -514,7 +539,7 @@ impl PermissionProfile {
                 write,
                 read_only,
                 deny_read,
-                devices: Vec::new(),
+                devices,
             },
             network: NetworkPolicy {
                 mode: rules.network,
@@ -603,6 +628,30 @@ impl Expander<'_> {
         }
         Ok(roots)
     }
+}
+
+/// The first symbolic link on the way to `path` that lies inside one of the writable roots
+/// `write` (where a confined command could replace it), if any.
+fn link_inside(path: &Path, write: &[PathBuf]) -> Option<PathBuf> {
+    let mut prefix = PathBuf::new();
+    for component in path.components() {
+        prefix.push(component);
+        let is_link = std::fs::symlink_metadata(&prefix)
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(false);
+        if !is_link {
+            continue;
+        }
+        let location = prefix
+            .parent()
+            .and_then(|parent| std::fs::canonicalize(parent).ok())
+            .zip(prefix.file_name())
+            .map(|(parent, name)| parent.join(name));
+        if let Some(location) = location.filter(|l| write.iter().any(|w| l.starts_with(w))) {
+            return Some(location);
+        }
+    }
+    None
 }
 
 /// `entry` minus `token`, when `entry` is the token alone or the token followed by `/`.
