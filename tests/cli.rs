@@ -197,8 +197,17 @@ fn print_policy_is_what_the_helper_accepts() {
 
 /// Runs the helper with a status pipe on fd 3 and returns (exit code, status lines).
 fn helper_with_status(policy: &str, env: &[(&str, &str)]) -> (Option<i32>, Vec<String>) {
+    helper_with_status_in("", policy, env)
+}
+
+/// The same, run under `prefix` (for example [`common::WITHOUT_USERNS`]).
+fn helper_with_status_in(
+    prefix: &str,
+    policy: &str,
+    env: &[(&str, &str)],
+) -> (Option<i32>, Vec<String>) {
     let script = format!(
-        "exec 3>&1 1>/dev/null; exec {} __sandbox --status-fd 3 --policy '{}' -- true",
+        "exec 3>&1 1>/dev/null; exec {prefix} {} __sandbox --status-fd 3 --policy '{}' -- true",
         env!("CARGO_BIN_EXE_cordon"),
         policy
     );
@@ -216,12 +225,26 @@ fn helper_with_status(policy: &str, env: &[(&str, &str)]) -> (Option<i32>, Vec<S
 #[test]
 fn confined_record_lists_layers_and_downgrades() {
     require_landlock!(6);
+    require_userns!();
     let tree = Tree::new();
     let w = tree.cwd.display();
     let policy = format!(
         r#"{{"version":1,"filesystem":{{"read":["/"],"write":["{w}"],"read_only":["{w}/.git"]}},"network":{{"mode":"denied"}},"enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#
     );
+    // With user namespaces the carve-out is enforced: namespace layers first, no downgrade,
+    // and the four operations Landlock does not mediate are stopped by the read-only mounts.
     let (code, records) = helper_with_status(&policy, &[]);
+    assert_eq!(code, Some(0));
+    let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
+    let mut layers: Vec<&str> = common::NAMESPACE_LAYERS.to_vec();
+    layers.extend(["capabilities", "no_new_privs", "landlock_fs", "landlock_scope", "seccomp"]);
+    assert_eq!(record["layers"], serde_json::json!(layers));
+    assert_eq!(record["downgrades"], serde_json::json!([]));
+    assert_eq!(record["unmediated"], serde_json::json!([]));
+
+    // Without them (really: a user namespace where no further one may be created), the
+    // carve-out is a downgrade.
+    let (code, records) = helper_with_status_in(common::WITHOUT_USERNS, &policy, &[]);
     assert_eq!(code, Some(0));
     assert_eq!(records.len(), 1, "{records:?}");
     let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
@@ -246,9 +269,17 @@ fn confined_record_lists_layers_and_downgrades() {
     );
     assert_eq!(record["downgrades"].as_array().unwrap().len(), 1);
 
+    assert!(
+        record["downgrades"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("user.max_user_namespaces"),
+        "{record}"
+    );
+
     // The same carve-out with enforcement "refuse" does not run.
     let strict = policy.replace("\"carve_outs\":\"report\"", "\"carve_outs\":\"refuse\"");
-    let (code, records) = helper_with_status(&strict, &[]);
+    let (code, records) = helper_with_status_in(common::WITHOUT_USERNS, &strict, &[]);
     assert_eq!(code, Some(125));
     let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
     assert_eq!(record["kind"], "setup_error");
@@ -302,16 +333,21 @@ fn capped_landlock_abi_is_refused_or_reported() {
         record["downgrades"][0]["restriction"],
         "landlock_filesystem"
     );
-    assert_eq!(
-        record["layers"],
-        serde_json::json!(["capabilities", "no_new_privs", "seccomp"])
-    );
+    let mut layers: Vec<&str> = if common::userns_available() {
+        common::NAMESPACE_LAYERS.to_vec()
+    } else {
+        Vec::new()
+    };
+    layers.extend(["capabilities", "no_new_privs", "seccomp"]);
+    assert_eq!(record["layers"], serde_json::json!(layers));
 }
 
 #[test]
 fn capped_abi_really_lifts_truncate_protection() {
     require_landlock!(3);
-    // With ABI 2 the kernel does not mediate truncate: the downgrade the record reports is real.
+    // With ABI 2 the kernel does not mediate truncate: the downgrade the record reports is real
+    // where nothing else covers it. Under the namespace layer the read-only mount does (EROFS,
+    // file intact); without user namespaces the truncate goes through.
     let tree = Tree::new();
     let victim = tree.outside.join("victim");
     fs::write(&victim, "data").unwrap();
@@ -323,14 +359,17 @@ fn capped_abi_really_lifts_truncate_protection() {
     .unwrap();
     let script = format!("print(attempt(lambda: os.truncate({victim:?}, 0)))");
     let code = format!("{}\n{script}", common::PROBE);
-    let out = tree
-        .cordon()
-        .env("CORDON_LANDLOCK_ABI_MAX", "2")
+    let mut cmd = tree.cordon();
+    cmd.env("CORDON_LANDLOCK_ABI_MAX", "2")
         .args(["run", "-p", "report.toml", "--"])
         .arg(common::python())
-        .args(["-c", &code])
-        .output()
-        .unwrap();
+        .args(["-c", &code]);
+    if common::userns_available() {
+        let out = cmd.output().unwrap();
+        assert_eq!(stdout(&out).trim(), "EROFS", "{}", stderr(&out));
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "data");
+    }
+    let out = common::without_userns(&cmd).output().unwrap();
     assert_eq!(stdout(&out).trim(), "OK", "{}", stderr(&out));
     assert_eq!(fs::read_to_string(&victim).unwrap(), "");
 }

@@ -181,12 +181,21 @@ print(attempt(lambda: os.kill({pid}, 0)))
 "#,
         pid = outsider.id()
     );
-    // Unix sockets allowed: no abstract-socket scope, but signals stay scoped.
-    let out = tree.py(&["--allow-unix-sockets"], &script);
+    // Landlock's own scoping, without the namespace layer. Unix sockets allowed: no
+    // abstract-socket scope, but signals stay scoped.
+    let out = tree.py_without_userns(&["--allow-unix-sockets"], &script);
     assert_eq!(lines(&out), ["OK", "EPERM"], "{}", stderr(&out));
     // The default denies unix sockets: seccomp refuses connect, and Landlock scopes it too.
-    let out = tree.py(&[], &script);
+    let out = tree.py_without_userns(&[], &script);
     assert_eq!(lines(&out), ["EPERM", "EPERM"], "{}", stderr(&out));
+    // With it, the outside process is not even visible from the pid namespace.
+    if common::userns_available() {
+        let out = tree.py(&["--allow-unix-sockets"], &script);
+        assert_eq!(lines(&out), ["OK", "ESRCH"], "{}", stderr(&out));
+        let out = tree.py(&[], &script);
+        assert_eq!(lines(&out), ["EPERM", "ESRCH"], "{}", stderr(&out));
+    }
+    assert!(outsider.try_wait().unwrap().is_none(), "the outside process died");
     outsider.kill().unwrap();
     outsider.wait().unwrap();
     drop(listener);

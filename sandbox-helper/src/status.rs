@@ -224,6 +224,7 @@ mod tests {
                     reason: "needs the mount namespace layer".into(),
                 }],
                 unmediated: vec!["chmod".into()],
+                placeholders: vec![],
             }),
             StatusRecord::SetupError {
                 step: Step::Landlock,

@@ -1,7 +1,9 @@
 //! Filesystem denials: `EACCES` messages that name a path the policy forbids, and `execve`
 //! failures of programs outside the readable roots.
 //!
-//! Landlock refuses with `EACCES`, which tools print as "Permission denied". The message alone
+//! Landlock refuses with `EACCES`, which tools print as "Permission denied"; the namespace
+//! layer's read-only mounts refuse changes with `EROFS` ("Read-only file system"), which can
+//! only be a write, so such a message counts as a write of the path it names. The message alone
 //! never decides: the path it names is resolved and checked against the policy, and what the
 //! tool was doing (writing, reading, executing) is taken from the tool's own wording.
 
@@ -132,11 +134,52 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
             intent: Intent::Write,
         });
     }
-    for line in &ctx.lines {
+    for original in &ctx.lines {
+        let (line, read_only_fs) = match as_eacces(original) {
+            Some(line) => (line, true),
+            None => (original.clone(), false),
+        };
+        let line = &line;
         if !says_eacces(line) {
             continue;
         }
-        if let Some(c) = PYTHON.captures(line) {
+        let before = out.len();
+        scan_line(line, ctx, &mut out, &PYTHON, &NODE);
+        if read_only_fs {
+            for m in &mut out[before..] {
+                m.intent = as_write(m.intent);
+            }
+        }
+    }
+    out.extend(rust_style(ctx));
+    out
+}
+
+/// An EROFS message rewritten in the EACCES form the parsers read, or `None`.
+fn as_eacces(line: &str) -> Option<String> {
+    const FORMS: [(&str, &str); 4] = [
+        ("[Errno 30] Read-only file system", "[Errno 13] Permission denied"),
+        ("EROFS: read-only file system", "EACCES: permission denied"),
+        ("(os error 30)", "(os error 13)"),
+        (": Read-only file system", ": Permission denied"),
+    ];
+    FORMS
+        .iter()
+        .find(|(erofs, _)| line.contains(erofs))
+        .map(|(erofs, eacces)| line.replace(erofs, eacces))
+}
+
+/// What an EROFS failure was: a change, whatever the wording suggests.
+fn as_write(intent: Intent) -> Intent {
+    match intent {
+        Intent::Read | Intent::Unknown | Intent::Execute => Intent::Write,
+        other => other,
+    }
+}
+
+fn scan_line(line: &str, ctx: &Context, out: &mut Vec<Mention>, python: &Regex, node: &Regex) {
+    {
+        if let Some(c) = python.captures(line) {
             let rename = c.get(2).is_some();
             for m in [c.get(1), c.get(2)].into_iter().flatten() {
                 let intent = if rename {
@@ -149,9 +192,9 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
                     intent,
                 });
             }
-            continue;
+            return;
         }
-        if let Some(c) = NODE.captures(line) {
+        if let Some(c) = node.captures(line) {
             let intent = match c.get(1).map_or("", |m| m.as_str()) {
                 "mkdir" | "copyfile" | "symlink" | "link" | "utime" | "chmod" => Intent::Write,
                 "unlink" | "rmdir" | "rename" => Intent::Unlink,
@@ -164,12 +207,10 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
                     intent,
                 });
             }
-            continue;
+            return;
         }
         out.extend(gnu_style(line, ctx));
     }
-    out.extend(rust_style(ctx));
-    out
 }
 
 /// Rust tools (cargo, rustup) put the path and the errno on different lines of an error chain:
@@ -189,7 +230,8 @@ fn rust_style(ctx: &Context) -> Vec<Mention> {
     });
     let mut out = Vec::new();
     for (i, line) in ctx.lines.iter().enumerate() {
-        if !line.contains("(os error 13)") {
+        let read_only_fs = line.contains("(os error 30)");
+        if !line.contains("(os error 13)") && !read_only_fs {
             continue;
         }
         let cause = ctx.lines[i.saturating_sub(LOOK_BACK)..=i]
@@ -203,6 +245,7 @@ fn rust_style(ctx: &Context) -> Vec<Mention> {
                 "read" | "open" | "load" | "stat" => Intent::Read,
                 _ => Intent::Unknown,
             };
+            let intent = if read_only_fs { as_write(intent) } else { intent };
             out.push(Mention {
                 path: c[2].to_owned(),
                 intent,

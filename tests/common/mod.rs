@@ -57,16 +57,27 @@ impl Tree {
 
     /// `cordon run [PRE...] -- python3 -c PROBE+SCRIPT`.
     pub fn py(&self, pre: &[&str], script: &str) -> Output {
+        self.py_command(pre, script).output().expect("spawn cordon")
+    }
+
+    /// The command [`Tree::py`] runs, to run it another way (see [`without_userns`]).
+    pub fn py_command(&self, pre: &[&str], script: &str) -> Command {
         let code = format!("{PROBE}\n{script}");
-        self.cordon()
-            .arg("run")
+        let mut cmd = self.cordon();
+        cmd.arg("run")
             .args(pre)
             .arg("--")
             .arg(python())
             .arg("-c")
-            .arg(code)
+            .arg(code);
+        cmd
+    }
+
+    /// [`Tree::py`] where no user namespace can be created (Landlock and seccomp only).
+    pub fn py_without_userns(&self, pre: &[&str], script: &str) -> Output {
+        without_userns(&self.py_command(pre, script))
             .output()
-            .expect("spawn cordon")
+            .expect("spawn unshare")
     }
 
     /// Runs the same probe without any sandbox, as a control.
@@ -135,6 +146,57 @@ macro_rules! require_landlock {
                 );
                 return;
             }
+        }
+    };
+}
+
+/// Whether this kernel lets the helper build the namespace layer.
+pub fn userns_available() -> bool {
+    cordon::sandbox::namespaces::userns::probe().is_ok()
+}
+
+/// The layers the namespace layer adds at the front of a receipt (denied network).
+pub const NAMESPACE_LAYERS: [&str; 5] = [
+    "user_namespace",
+    "pid_namespace",
+    "mount_namespace",
+    "ipc_namespace",
+    "private_proc",
+];
+
+/// A shell prefix that runs what follows inside a user namespace (root mapped to the caller)
+/// in which no further user namespace can be created: `user.max_user_namespaces` is 0 there.
+/// This is the real "no user namespaces" condition, not a knob.
+pub const WITHOUT_USERNS: &str =
+    "unshare --user --map-root-user -- sh -c 'echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"'";
+
+/// `cmd` run under [`WITHOUT_USERNS`], with the same program, arguments, cwd and environment.
+pub fn without_userns(cmd: &Command) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["--user", "--map-root-user", "--", "sh", "-c"])
+        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"")
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(v) => wrapped.env(key, v),
+            None => wrapped.env_remove(key),
+        };
+    }
+    wrapped
+}
+
+/// Skips (loudly) when the namespace layer is unavailable.
+#[macro_export]
+macro_rules! require_userns {
+    () => {
+        if !common::userns_available() {
+            eprintln!("SKIPPED: needs unprivileged user namespaces");
+            return;
         }
     };
 }

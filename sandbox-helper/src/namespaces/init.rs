@@ -105,13 +105,17 @@ fn wait_set() -> libc::sigset_t {
     }
 }
 
-/// `fork`: `Ok(0)` in the child, the child's pid in the parent.
-pub fn fork(what: &'static str) -> Result<libc::pid_t, SetupError> {
+/// `fork` into a new process group led by the child (set on both sides, so neither can act
+/// before it holds): `Ok(0)` in the child, the child's pid in the parent.
+pub fn fork_group_leader(what: &'static str) -> Result<libc::pid_t, SetupError> {
     // SAFETY: the helper is single-threaded, so the child can go on running Rust code.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(init_error(what)(io::Error::last_os_error()));
     }
+    // SAFETY: setpgid on this process or its own new child; a failure (the child already
+    // exec'd or exited) leaves it in the parent's group, which only changes who gets a signal.
+    unsafe { libc::setpgid(pid, 0) };
     Ok(pid)
 }
 
@@ -152,7 +156,8 @@ pub fn run_monitor(init: libc::pid_t, link: OwnedFd, keep: &[RawFd], on_exit: im
 /// The init's life after forking the command. Never returns.
 pub fn run_init(command: libc::pid_t, link: OwnedFd) -> ! {
     close_all_but(&[link.as_raw_fd()]);
-    let status = wait_forwarding(command, |signal| forward(command, signal));
+    // To the command's whole group, as a signal to its group would have reached it.
+    let status = wait_forwarding(command, |signal| forward(-command, signal));
     let bytes = status.to_ne_bytes();
     // SAFETY: write of a 4-byte buffer on a descriptor this function owns; best effort, the
     // exit code below carries the same information less precisely.

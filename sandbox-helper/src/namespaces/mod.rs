@@ -89,7 +89,7 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
     unshare(libc::CLONE_NEWPID, "pid namespace")?;
     let link = init::Link::new()?;
     let saved_mask = init::block_signals()?;
-    let monitor_pid = init::fork("fork the init")?;
+    let monitor_pid = init::fork_group_leader("fork the init")?;
     if monitor_pid != 0 {
         let kept: Vec<_> = placeholders.iter().map(|p| p.fd()).collect();
         init::run_monitor(monitor_pid, link.into_monitor_end(), &kept, || {
@@ -111,7 +111,7 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
     if plan.loopback {
         net::loopback_up()?;
     }
-    let command = init::fork("fork the command")?;
+    let command = init::fork_group_leader("fork the command")?;
     if command != 0 {
         init::run_init(command, link);
     }
