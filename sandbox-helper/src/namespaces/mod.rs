@@ -107,7 +107,14 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
         flags |= libc::CLONE_NEWNET;
     }
     unshare(flags, "mount, ipc and network namespaces")?;
+    // The view keeps every path where it was, so the working directory (which `pivot_root`
+    // resets) is entered again by name; an explicit `--cwd` is entered later anyway.
+    let cwd = std::env::current_dir().map_err(|source| SetupError::Init {
+        what: "read the working directory",
+        source,
+    })?;
     let downgrades = mounts::build(&plan.view, &read_only)?;
+    std::env::set_current_dir(&cwd).map_err(|source| SetupError::Chdir { path: cwd, source })?;
     if plan.loopback {
         net::loopback_up()?;
     }
