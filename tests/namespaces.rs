@@ -570,3 +570,23 @@ fn without_user_namespaces_carve_outs_are_refused_or_reported() {
     assert!(stderr(&out).contains("network_loopback"), "{}", stderr(&out));
     assert!(!tree.cwd.join("ran").exists());
 }
+
+#[test]
+fn a_nested_carve_out_cannot_be_moved_aside_and_replaced() {
+    require_userns!();
+    let tree = Tree::new();
+    fs::create_dir_all(tree.cwd.join("sub/.git/hooks")).unwrap();
+    let p = read_only_profile(&tree, "\"sub/.git\"");
+    let out = tree.py(
+        &["-p", &p],
+        r#"
+print(attempt(lambda: os.rename("sub", "moved")))
+print(attempt(lambda: os.rename("sub/.git", "sub/old")))
+print(attempt(lambda: open("sub/work.txt", "w").write("x")))
+"#,
+    );
+    assert_eq!(lines(&out), ["EBUSY", "EBUSY", "OK"], "{}", stderr(&out));
+    assert!(tree.cwd.join("sub/.git/hooks").is_dir());
+    assert!(!tree.cwd.join("moved").exists());
+    assert!(tree.cwd.join("sub/work.txt").exists());
+}

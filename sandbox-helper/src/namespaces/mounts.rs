@@ -167,6 +167,25 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     for path in read_only {
         entries.push((path.clone(), Entry::Tree(clone(path, MOUNT_ATTR_RDONLY)?)));
     }
+    // A carve-out's directories between its writable root and itself become mount points
+    // (bound writable onto themselves): a mount point cannot be renamed, so the command cannot
+    // move `sub/` (and the protected `sub/.git` with it) aside and put its own `sub/.git` in
+    // place. The carve-out itself and the writable root are mount points already.
+    let mut pinned: Vec<PathBuf> = Vec::new();
+    for path in read_only {
+        let Some(root) = plan.write.iter().filter(|w| path.starts_with(w)).max_by_key(|w| w.as_os_str().len()) else {
+            continue;
+        };
+        for ancestor in path.ancestors().skip(1).take_while(|a| *a != root.as_path()) {
+            if !pinned.iter().any(|p| p == ancestor) && !read_only.iter().any(|r| r == ancestor) {
+                pinned.push(ancestor.to_path_buf());
+            }
+        }
+    }
+    for path in pinned {
+        let tree = clone(&path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?;
+        entries.push((path, Entry::Tree(tree)));
+    }
     for path in &plan.deny_read {
         match open_beneath(None, path) {
             Ok(fd) if is_dir(&fd) => entries.push((path.clone(), Entry::HideDir)),
