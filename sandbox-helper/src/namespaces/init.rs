@@ -136,19 +136,56 @@ pub fn die_with_monitor(link: &OwnedFd) -> Result<(), SetupError> {
 }
 
 /// The monitor's life after forking the init. Never returns.
+///
+/// It ends as soon as the init reports the command's status, which the init does only once
+/// every other process of the namespace is dead and reaped; the namespace's teardown (the
+/// mounts, the network) then runs in the init's exit, off the path the caller waits on.
 pub fn run_monitor(init: libc::pid_t, link: OwnedFd, keep: &[RawFd], on_exit: impl FnOnce()) -> ! {
     // Nothing of the parent's (status fd, passed descriptors, stdio) may stay open here: the
     // parent reads them to end of file, which must come with the command's exec and exit.
     let mut kept: Vec<RawFd> = keep.to_vec();
     kept.push(link.as_raw_fd());
     close_all_but(&kept);
-    let status = wait_forwarding(init, |signal| forward(init, signal));
-    let mut raw = [0u8; 4];
-    // SAFETY: recv into a 4-byte buffer; MSG_DONTWAIT because a descendant that somehow kept
-    // the init's end open must not hang the monitor.
-    let n = unsafe { libc::recv(link.as_raw_fd(), raw.as_mut_ptr().cast(), raw.len(), libc::MSG_DONTWAIT) };
-    // The init reports the command's own status; without it (the init was killed), its own.
-    let status = if n == 4 { i32::from_ne_bytes(raw) } else { status };
+    let set = wait_set();
+    // SAFETY: signalfd on a valid set; the blocked signals are then read from it.
+    let signals = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
+    let status = loop {
+        let mut fds = [
+            libc::pollfd { fd: link.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: signals, events: libc::POLLIN, revents: 0 },
+        ];
+        // Without a signalfd (it cannot fail short of a broken kernel), only the link is watched.
+        let count = if signals < 0 { 1 } else { 2 };
+        // SAFETY: poll on `count` valid pollfds.
+        if unsafe { libc::poll(fds.as_mut_ptr(), count, -1) } < 0 {
+            continue; // EINTR
+        }
+        if fds[0].revents != 0 {
+            let mut raw = [0u8; 4];
+            // SAFETY: recv into a 4-byte buffer on a descriptor this function owns.
+            let n = unsafe { libc::recv(link.as_raw_fd(), raw.as_mut_ptr().cast(), raw.len(), libc::MSG_DONTWAIT) };
+            if n == 4 {
+                break i32::from_ne_bytes(raw);
+            }
+            // End of file without a status: the init was killed. Its own status, then.
+            break wait_blocking(init);
+        }
+        if fds[1].revents != 0 {
+            // SAFETY: `signalfd_siginfo` is plain data; read fills it.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::signalfd_siginfo>();
+            // SAFETY: read into a buffer of exactly one record.
+            if unsafe { libc::read(signals, (&mut info as *mut libc::signalfd_siginfo).cast(), size) } != size as isize {
+                continue;
+            }
+            let signal = info.ssi_signo as libc::c_int;
+            if signal != libc::SIGCHLD {
+                forward(init, signal);
+            }
+            // SIGCHLD: the init ended; its end of the link is closed too, which the next
+            // poll reports (with the status written before it, if any).
+        }
+    };
     on_exit();
     die_like(status)
 }
@@ -158,13 +195,32 @@ pub fn run_init(command: libc::pid_t, link: OwnedFd) -> ! {
     close_all_but(&[link.as_raw_fd()]);
     // To the command's whole group, as a signal to its group would have reached it.
     let status = wait_forwarding(command, |signal| forward(-command, signal));
+    // Nothing outlives the command: kill what is left of the namespace and reap it before
+    // reporting, so that "the command ended" also means "and nothing of it runs".
+    // SAFETY: kill(-1) from pid 1 reaches every other process of its namespace; waitpid
+    // with a valid status pointer until there is no child left.
+    unsafe {
+        libc::kill(-1, libc::SIGKILL);
+        let mut ignored = 0;
+        while libc::waitpid(-1, &mut ignored, 0) > 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {}
+    }
     let bytes = status.to_ne_bytes();
     // SAFETY: write of a 4-byte buffer on a descriptor this function owns; best effort, the
     // exit code below carries the same information less precisely.
     unsafe { libc::write(link.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
-    // Exiting as pid 1 kills everything else in the namespace.
     // SAFETY: _exit ends the process without running anything inherited from the helper.
     unsafe { libc::_exit(exit_code(status)) }
+}
+
+fn wait_blocking(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: waitpid with a valid status pointer.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return 128 << 8; // no such child: report a failure, not a success
+        }
+    }
+    status
 }
 
 /// Waits for `child`, reaping every other child on the way (orphans reparent to pid 1) and
