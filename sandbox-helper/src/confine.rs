@@ -154,8 +154,8 @@ pub struct Env {
     /// The policy as it will be enforced: as given, or with `loopback` turned into `denied`
     /// where the namespace layer is missing and the policy accepts that (reported).
     policy: SandboxPolicy,
-    /// What Landlock grants: the policy plus the devices it lists and, with the namespace
-    /// layer, the private `/dev/shm` and `/dev/pts` (nothing of the host's).
+    /// What Landlock grants: the policy plus, with the namespace layer, the private
+    /// `/dev/shm` and `/dev/pts` (nothing of the host's).
     landlock_policy: SandboxPolicy,
     /// The namespace layer, when user namespaces are available.
     namespaces: Option<namespaces::Plan>,
@@ -239,10 +239,9 @@ impl Env {
         let namespaces = userns.is_ok().then(|| namespaces::Plan::new(&policy));
         let ipc_namespace = namespaces.is_some();
         let mut landlock_policy = policy.clone();
-        let extra_devices = &mut landlock_policy.filesystem.write;
-        extra_devices.extend(policy.filesystem.devices.iter().cloned());
         if namespaces.is_some() {
-            extra_devices.extend(["/dev/shm".into(), "/dev/pts".into()]);
+            let private = &mut landlock_policy.filesystem.write;
+            private.extend(["/dev/shm".into(), "/dev/pts".into()]);
         }
 
         // `ipc_namespace` is known here, for IPC rules that depend on it.

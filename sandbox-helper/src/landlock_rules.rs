@@ -189,7 +189,10 @@ pub fn apply(policy: &SandboxPolicy, abi: u32) -> Result<Vec<Layer>, SetupError>
         .iter()
         .map(|p| (p.as_path(), read, true))
         .chain(fs.write.iter().map(|p| (p.as_path(), handled, true)))
-        .chain(DEVICE_FILES.iter().map(|p| (Path::new(*p), device, false)));
+        .chain(DEVICE_FILES.iter().map(|p| (Path::new(*p), device, false)))
+        // The profile's devices get the device rights only: creating files beside them in
+        // the host's /dev is not what listing them asks for.
+        .chain(fs.devices.iter().map(|p| (p.as_path(), device, true)));
     for (path, access, required) in rules {
         let file = match open_path(path) {
             Ok(file) => file,

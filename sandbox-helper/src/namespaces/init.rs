@@ -135,6 +135,17 @@ pub fn die_with_monitor(link: &OwnedFd) -> Result<(), SetupError> {
     Ok(())
 }
 
+/// Makes the init non-dumpable: it keeps the new user namespace's capabilities for as long as
+/// it lives, and nothing in the sandbox may read its memory or descriptors through `/proc/1`
+/// (the capability check already refuses; this does not depend on it).
+pub fn not_dumpable() -> Result<(), SetupError> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(init_error("make the init non-dumpable")(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// The monitor's life after forking the init. Never returns.
 ///
 /// It ends as soon as the init reports the command's status, which the init does only once

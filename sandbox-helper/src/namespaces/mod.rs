@@ -83,13 +83,26 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
     // As the caller, in the host's view: the placeholders must exist where the command's
     // writable root really is, and the monitor removes them again from out here.
     let (read_only, placeholders) = mounts::prepare_read_only(&plan.view)?;
-    userns::enter(plan.uid, plan.gid)?;
-    // The credential change may clear the parent-death signal; arm it again and recheck.
-    process::die_with_parent(parent)?;
-    unshare(libc::CLONE_NEWPID, "pid namespace")?;
-    let link = init::Link::new()?;
-    let saved_mask = init::block_signals()?;
-    let monitor_pid = init::fork_group_leader("fork the init")?;
+    let forked = (|| {
+        userns::enter(plan.uid, plan.gid)?;
+        // The credential change may clear the parent-death signal; arm it again and recheck.
+        process::die_with_parent(parent)?;
+        unshare(libc::CLONE_NEWPID, "pid namespace")?;
+        let link = init::Link::new()?;
+        let saved_mask = init::block_signals()?;
+        let pid = init::fork_group_leader("fork the init")?;
+        Ok((link, saved_mask, pid))
+    })();
+    let (link, saved_mask, monitor_pid) = match forked {
+        Ok(forked) => forked,
+        Err(e) => {
+            // Nothing will run: the placeholders go now, not after a command.
+            for placeholder in &placeholders {
+                placeholder.remove();
+            }
+            return Err(e);
+        }
+    };
     if monitor_pid != 0 {
         let kept: Vec<_> = placeholders.iter().map(|p| p.fd()).collect();
         init::run_monitor(monitor_pid, link.into_monitor_end(), &kept, || {
@@ -102,6 +115,7 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
     drop(placeholders);
     let link = link.into_init_end();
     init::die_with_monitor(&link)?;
+    init::not_dumpable()?;
     let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
     if plan.loopback {
         flags |= libc::CLONE_NEWNET;

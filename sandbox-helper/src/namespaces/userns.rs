@@ -59,7 +59,53 @@ pub fn probe() -> Result<(), Unavailable> {
             });
         }
     }
+    if under_seccomp_filter() {
+        return try_in_child();
+    }
     Ok(())
+}
+
+/// A seccomp filter (a container runtime's, or an outer cordon's) may refuse `unshare` where
+/// the sysctls allow it; only then is the real call tried, in a throwaway child.
+fn under_seccomp_filter() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2')))
+        .unwrap_or(false)
+}
+
+fn try_in_child() -> Result<(), Unavailable> {
+    // SAFETY: the helper is single-threaded here; the child only calls unshare and _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: unshare then _exit in the child; nothing else runs there.
+        unsafe {
+            let code = if libc::unshare(libc::CLONE_NEWUSER) == 0 {
+                0
+            } else {
+                *libc::__errno_location()
+            };
+            libc::_exit(code.clamp(0, 255));
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waitpid on the child just forked, with a valid status pointer.
+    if pid < 0 || unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
+        return Err(Unavailable {
+            reason: "cannot probe for user namespaces (fork failed)".into(),
+        });
+    }
+    match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
+        (true, 0) => Ok(()),
+        (true, errno) => Err(Unavailable {
+            reason: format!(
+                "creating a user namespace is refused here ({}: a seccomp filter of the container or of an outer sandbox); run outside it, or allow unshare(CLONE_NEWUSER) in its profile",
+                io::Error::from_raw_os_error(errno)
+            ),
+        }),
+        _ => Err(Unavailable {
+            reason: "the user-namespace probe did not exit normally".into(),
+        }),
+    }
 }
 
 /// The hint added to an `unshare(CLONE_NEWUSER)` failure.
