@@ -237,7 +237,13 @@ fn confined_record_lists_layers_and_downgrades() {
     assert_eq!(code, Some(0));
     let record: serde_json::Value = serde_json::from_str(&records[0]).unwrap();
     let mut layers: Vec<&str> = common::NAMESPACE_LAYERS.to_vec();
-    layers.extend(["capabilities", "no_new_privs", "landlock_fs", "landlock_scope", "seccomp"]);
+    layers.extend([
+        "capabilities",
+        "no_new_privs",
+        "landlock_fs",
+        "landlock_scope",
+        "seccomp",
+    ]);
     assert_eq!(record["layers"], serde_json::json!(layers));
     assert_eq!(record["downgrades"], serde_json::json!([]));
     assert_eq!(record["unmediated"], serde_json::json!([]));

@@ -97,7 +97,10 @@ async fn assert_none_soon(arg: &str) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("processes {:?} running `sleep {arg}` survived the run", processes_with_arg(arg));
+    panic!(
+        "processes {:?} running `sleep {arg}` survived the run",
+        processes_with_arg(arg)
+    );
 }
 
 fn vm_hwm_kib() -> u64 {
@@ -156,9 +159,7 @@ async fn timeout_kills_the_tree_even_when_a_grandchild_holds_stdout() {
     let started = Instant::now();
     let marker = unique_sleep();
     let script = format!("sleep {marker} & echo $!; sleep {marker}");
-    let result = sandbox()
-        .exec(sh(&dir, &script).timeout(timeout))
-        .await;
+    let result = sandbox().exec(sh(&dir, &script).timeout(timeout)).await;
     let elapsed = started.elapsed();
     assert_eq!(result.outcome, Outcome::TimedOut, "{result:?}");
     assert_eq!(result.cordon_exit_code(), 124);
@@ -515,7 +516,10 @@ async fn dropping_the_future_kills_the_tree() {
     assert!(tokio::time::timeout(Duration::from_millis(500), run)
         .await
         .is_err());
-    assert!(std::fs::read_to_string(&pidfile).is_ok(), "the command never ran");
+    assert!(
+        std::fs::read_to_string(&pidfile).is_ok(),
+        "the command never ran"
+    );
     assert_none_soon(&marker).await;
 }
 

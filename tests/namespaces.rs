@@ -72,7 +72,10 @@ print(attempt(lambda: open("src.txt", "w").write("work")))
     assert!(!tree.cwd.join(".git/hooks/pre-commit").exists());
     assert!(tree.cwd.join(".git/HEAD").exists());
     assert!(!tree.cwd.join("moved").exists());
-    assert_eq!(fs::read_to_string(tree.cwd.join("src.txt")).unwrap(), "work");
+    assert_eq!(
+        fs::read_to_string(tree.cwd.join("src.txt")).unwrap(),
+        "work"
+    );
 }
 
 #[test]
@@ -243,7 +246,12 @@ print(sorted(os.listdir("/dev")))
         ),
     );
     let got = lines(&out);
-    assert_eq!(got.first().map(String::as_str), Some("locked"), "{}", stderr(&out));
+    assert_eq!(
+        got.first().map(String::as_str),
+        Some("locked"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(
         got.get(1).map(String::as_str),
         Some("['fd', 'full', 'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', 'stdin', 'stdout', 'tty', 'urandom', 'zero']"),
@@ -359,7 +367,13 @@ print(attempt(lambda: socket.create_connection(("10.1.2.3", 80), timeout=2)))
         .unwrap();
     assert_eq!(
         lines(&out),
-        ["pong", "pong", "ECONNREFUSED", "ENETUNREACH", "outside: silent"],
+        [
+            "pong",
+            "pong",
+            "ECONNREFUSED",
+            "ENETUNREACH",
+            "outside: silent"
+        ],
         "{}",
         stderr(&out)
     );
@@ -408,7 +422,13 @@ fn survivors(arg: &str) -> Vec<u32> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             let running = fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                .map(|s| {
+                    !s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
                 .unwrap_or(false);
             running
                 && fs::read(format!("/proc/{pid}/cmdline"))
@@ -567,7 +587,11 @@ fn without_user_namespaces_carve_outs_are_refused_or_reported() {
     cmd.args(["run", "--network", "loopback", "--", "touch", "ran"]);
     let out = common::without_userns(&cmd).output().unwrap();
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
-    assert!(stderr(&out).contains("network_loopback"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("network_loopback"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!tree.cwd.join("ran").exists());
 }
 

@@ -195,7 +195,10 @@ print(attempt(lambda: os.kill({pid}, 0)))
         let out = tree.py(&[], &script);
         assert_eq!(lines(&out), ["EPERM", "ESRCH"], "{}", stderr(&out));
     }
-    assert!(outsider.try_wait().unwrap().is_none(), "the outside process died");
+    assert!(
+        outsider.try_wait().unwrap().is_none(),
+        "the outside process died"
+    );
     outsider.kill().unwrap();
     outsider.wait().unwrap();
     drop(listener);

@@ -306,7 +306,10 @@ impl Env {
         // paths, which the seccomp filter need not then allow for.
         let mut layers = entered.layers;
         layers.extend([Layer::Capabilities, Layer::NoNewPrivs]);
-        layers.extend(landlock_rules::apply(&self.landlock_policy, self.landlock_abi)?);
+        layers.extend(landlock_rules::apply(
+            &self.landlock_policy,
+            self.landlock_abi,
+        )?);
         // Seccomp last among the restrictions, so that its filters need not allow what setup does.
         syscall_rules::install(&self.seccomp)?;
         layers.push(Layer::Seccomp);
@@ -332,7 +335,12 @@ impl Env {
         self.report(&StatusRecord::Confined(ConfinementReceipt {
             layers,
             landlock_abi: self.landlock_abi,
-            downgrades: self.downgrades.iter().cloned().chain(entered.downgrades).collect(),
+            downgrades: self
+                .downgrades
+                .iter()
+                .cloned()
+                .chain(entered.downgrades)
+                .collect(),
             unmediated,
             placeholders: entered.placeholders,
         }))?;

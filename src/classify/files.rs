@@ -158,7 +158,10 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
 /// An EROFS message rewritten in the EACCES form the parsers read, or `None`.
 fn as_eacces(line: &str) -> Option<String> {
     const FORMS: [(&str, &str); 4] = [
-        ("[Errno 30] Read-only file system", "[Errno 13] Permission denied"),
+        (
+            "[Errno 30] Read-only file system",
+            "[Errno 13] Permission denied",
+        ),
         ("EROFS: read-only file system", "EACCES: permission denied"),
         ("(os error 30)", "(os error 13)"),
         (": Read-only file system", ": Permission denied"),
@@ -245,7 +248,11 @@ fn rust_style(ctx: &Context) -> Vec<Mention> {
                 "read" | "open" | "load" | "stat" => Intent::Read,
                 _ => Intent::Unknown,
             };
-            let intent = if read_only_fs { as_write(intent) } else { intent };
+            let intent = if read_only_fs {
+                as_write(intent)
+            } else {
+                intent
+            };
             out.push(Mention {
                 path: c[2].to_owned(),
                 intent,

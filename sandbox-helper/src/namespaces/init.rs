@@ -24,11 +24,23 @@ use crate::error::SetupError;
 
 /// Signals the monitor and the init pass on instead of dying of them, each with why.
 const FORWARDED: [(libc::c_int, &str); 7] = [
-    (libc::SIGTERM, "the polite stop a supervisor or `kill` sends"),
-    (libc::SIGINT, "an interrupt the command may want to handle (Ctrl-C forwarded by a caller)"),
+    (
+        libc::SIGTERM,
+        "the polite stop a supervisor or `kill` sends",
+    ),
+    (
+        libc::SIGINT,
+        "an interrupt the command may want to handle (Ctrl-C forwarded by a caller)",
+    ),
     (libc::SIGHUP, "the terminal or session went away"),
-    (libc::SIGQUIT, "a request for a core dump or a stack trace (JVMs, Go)"),
-    (libc::SIGUSR1, "application-defined (reload, dump statistics)"),
+    (
+        libc::SIGQUIT,
+        "a request for a core dump or a stack trace (JVMs, Go)",
+    ),
+    (
+        libc::SIGUSR1,
+        "application-defined (reload, dump statistics)",
+    ),
     (libc::SIGUSR2, "application-defined"),
     (libc::SIGWINCH, "the terminal was resized"),
 ];
@@ -46,14 +58,23 @@ impl Link {
         let mut fds = [0 as RawFd; 2];
         // SAFETY: socketpair writes two descriptors into `fds`.
         let rc = unsafe {
-            libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
         };
         if rc != 0 {
             return Err(init_error("socketpair")(io::Error::last_os_error()));
         }
         // SAFETY: the kernel just returned these descriptors and nothing else owns them.
-        let (monitor_end, init_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        Ok(Link { monitor_end, init_end })
+        let (monitor_end, init_end) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        Ok(Link {
+            monitor_end,
+            init_end,
+        })
     }
 
     /// The monitor's end (the init's is closed).
@@ -87,7 +108,9 @@ pub fn block_signals() -> Result<SavedMask, SetupError> {
 pub fn restore_signals(saved: &SavedMask) -> Result<(), SetupError> {
     // SAFETY: the saved set is valid; the old mask is not wanted.
     if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &saved.0, std::ptr::null_mut()) } != 0 {
-        return Err(init_error("restore the signal mask")(io::Error::last_os_error()));
+        return Err(init_error("restore the signal mask")(
+            io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
@@ -124,13 +147,21 @@ pub fn fork_group_leader(what: &'static str) -> Result<libc::pid_t, SetupError> 
 pub fn die_with_monitor(link: &OwnedFd) -> Result<(), SetupError> {
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-        return Err(init_error("arm the parent-death signal")(io::Error::last_os_error()));
+        return Err(init_error("arm the parent-death signal")(
+            io::Error::last_os_error(),
+        ));
     }
-    let mut poll = libc::pollfd { fd: link.as_raw_fd(), events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
+    let mut poll = libc::pollfd {
+        fd: link.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
     // SAFETY: poll on one valid pollfd with a zero timeout.
     let ready = unsafe { libc::poll(&mut poll, 1, 0) };
     if ready != 0 {
-        return Err(init_error("check the monitor")(io::Error::other("the monitor exited before the sandbox was set up")));
+        return Err(init_error("check the monitor")(io::Error::other(
+            "the monitor exited before the sandbox was set up",
+        )));
     }
     Ok(())
 }
@@ -141,7 +172,9 @@ pub fn die_with_monitor(link: &OwnedFd) -> Result<(), SetupError> {
 pub fn not_dumpable() -> Result<(), SetupError> {
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
-        return Err(init_error("make the init non-dumpable")(io::Error::last_os_error()));
+        return Err(init_error("make the init non-dumpable")(
+            io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
@@ -162,8 +195,16 @@ pub fn run_monitor(init: libc::pid_t, link: OwnedFd, keep: &[RawFd], on_exit: im
     let signals = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
     let status = loop {
         let mut fds = [
-            libc::pollfd { fd: link.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: signals, events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: link.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: signals,
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // Without a signalfd (it cannot fail short of a broken kernel), only the link is watched.
         let count = if signals < 0 { 1 } else { 2 };
@@ -174,7 +215,14 @@ pub fn run_monitor(init: libc::pid_t, link: OwnedFd, keep: &[RawFd], on_exit: im
         if fds[0].revents != 0 {
             let mut raw = [0u8; 4];
             // SAFETY: recv into a 4-byte buffer on a descriptor this function owns.
-            let n = unsafe { libc::recv(link.as_raw_fd(), raw.as_mut_ptr().cast(), raw.len(), libc::MSG_DONTWAIT) };
+            let n = unsafe {
+                libc::recv(
+                    link.as_raw_fd(),
+                    raw.as_mut_ptr().cast(),
+                    raw.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if n == 4 {
                 break i32::from_ne_bytes(raw);
             }
@@ -186,7 +234,14 @@ pub fn run_monitor(init: libc::pid_t, link: OwnedFd, keep: &[RawFd], on_exit: im
             let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
             let size = std::mem::size_of::<libc::signalfd_siginfo>();
             // SAFETY: read into a buffer of exactly one record.
-            if unsafe { libc::read(signals, (&mut info as *mut libc::signalfd_siginfo).cast(), size) } != size as isize {
+            if unsafe {
+                libc::read(
+                    signals,
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    size,
+                )
+            } != size as isize
+            {
                 continue;
             }
             let signal = info.ssi_signo as libc::c_int;
@@ -213,7 +268,9 @@ pub fn run_init(command: libc::pid_t, link: OwnedFd) -> ! {
     unsafe {
         libc::kill(-1, libc::SIGKILL);
         let mut ignored = 0;
-        while libc::waitpid(-1, &mut ignored, 0) > 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {}
+        while libc::waitpid(-1, &mut ignored, 0) > 0
+            || io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
     }
     let bytes = status.to_ne_bytes();
     // SAFETY: write of a 4-byte buffer on a descriptor this function owns; best effort, the
@@ -283,7 +340,10 @@ fn exit_code(status: i32) -> i32 {
 fn die_like(status: i32) -> ! {
     if libc::WIFSIGNALED(status) {
         let signal = libc::WTERMSIG(status);
-        let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         // SAFETY: plain calls with valid arguments: no core file of the monitor itself, the
         // default action for the signal, the signal unblocked, then sent to this process.
         unsafe {
@@ -302,7 +362,10 @@ fn die_like(status: i32) -> ! {
 
 /// Closes every descriptor, stdio included, except `keep`.
 fn close_all_but(keep: &[RawFd]) {
-    let mut keep: Vec<u32> = keep.iter().filter_map(|&fd| u32::try_from(fd).ok()).collect();
+    let mut keep: Vec<u32> = keep
+        .iter()
+        .filter_map(|&fd| u32::try_from(fd).ok())
+        .collect();
     keep.sort_unstable();
     keep.dedup();
     let mut first = 0u32;

@@ -56,7 +56,12 @@ impl Plan {
 
     /// The namespaces in force once [`enter`] has run, in the order they were made.
     pub fn layers(&self) -> Vec<Layer> {
-        let mut layers = vec![Layer::UserNamespace, Layer::PidNamespace, Layer::MountNamespace, Layer::IpcNamespace];
+        let mut layers = vec![
+            Layer::UserNamespace,
+            Layer::PidNamespace,
+            Layer::MountNamespace,
+            Layer::IpcNamespace,
+        ];
         if self.loopback {
             layers.push(Layer::NetNamespace);
         }
@@ -139,7 +144,10 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
     drop(link);
     init::restore_signals(&saved_mask)?;
     let mut layers = plan.layers();
-    if !downgrades.iter().any(|d| d.restriction == mounts::PRIVATE_PROC) {
+    if !downgrades
+        .iter()
+        .any(|d| d.restriction == mounts::PRIVATE_PROC)
+    {
         layers.push(Layer::PrivateProc);
     }
     Ok(Entered {

@@ -75,7 +75,13 @@ impl Placeholder {
     /// point it elsewhere.
     pub fn remove(&self) {
         // SAFETY: unlinkat on a directory descriptor this struct owns and a NUL-terminated name.
-        unsafe { libc::unlinkat(self.parent.as_raw_fd(), self.name.as_ptr(), libc::AT_REMOVEDIR) };
+        unsafe {
+            libc::unlinkat(
+                self.parent.as_raw_fd(),
+                self.name.as_ptr(),
+                libc::AT_REMOVEDIR,
+            )
+        };
     }
 
     /// The descriptor to keep open until [`Placeholder::remove`].
@@ -97,7 +103,9 @@ pub fn prepare_read_only(plan: &ViewPlan) -> Result<(Vec<PathBuf>, Vec<Placehold
                 targets.push(path.clone());
                 continue;
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOENT)
+                    || e.raw_os_error() == Some(libc::ENOTDIR) => {}
             Err(e) => return Err(view_error("open carve-out", path, e)),
         }
         let (target, placeholder) = first_missing(plan, path)?;
@@ -109,15 +117,28 @@ pub fn prepare_read_only(plan: &ViewPlan) -> Result<(Vec<PathBuf>, Vec<Placehold
 
 /// Walks `path` from its writable root down to the first component that does not exist and
 /// creates it as an empty directory; a non-directory on the way is protected instead.
-fn first_missing(plan: &ViewPlan, path: &Path) -> Result<(PathBuf, Option<Placeholder>), SetupError> {
+fn first_missing(
+    plan: &ViewPlan,
+    path: &Path,
+) -> Result<(PathBuf, Option<Placeholder>), SetupError> {
     let root = plan
         .write
         .iter()
         .filter(|w| path.starts_with(w))
         .max_by_key(|w| w.as_os_str().len())
-        .ok_or_else(|| view_error("find the writable root of", path, io::Error::from_raw_os_error(libc::EINVAL)))?;
+        .ok_or_else(|| {
+            view_error(
+                "find the writable root of",
+                path,
+                io::Error::from_raw_os_error(libc::EINVAL),
+            )
+        })?;
     let mut existing = root.clone();
-    for component in path.strip_prefix(root).unwrap_or(Path::new("")).components() {
+    for component in path
+        .strip_prefix(root)
+        .unwrap_or(Path::new(""))
+        .components()
+    {
         let next = existing.join(component);
         match open_beneath(None, &next) {
             Ok(fd) => {
@@ -127,13 +148,25 @@ fn first_missing(plan: &ViewPlan, path: &Path) -> Result<(PathBuf, Option<Placeh
                 existing = next;
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                let parent = open_beneath(None, &existing).map_err(|e| view_error("open", &existing, e))?;
+                let parent =
+                    open_beneath(None, &existing).map_err(|e| view_error("open", &existing, e))?;
                 let name = cstring(component.as_os_str().as_bytes(), &next)?;
                 // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
                 if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
-                    return Err(view_error("create a placeholder for the carve-out", &next, io::Error::last_os_error()));
+                    return Err(view_error(
+                        "create a placeholder for the carve-out",
+                        &next,
+                        io::Error::last_os_error(),
+                    ));
                 }
-                return Ok((next.clone(), Some(Placeholder { path: next, parent, name })));
+                return Ok((
+                    next.clone(),
+                    Some(Placeholder {
+                        path: next,
+                        parent,
+                        name,
+                    }),
+                ));
             }
             Err(e) => return Err(view_error("open carve-out", &next, e)),
         }
@@ -162,7 +195,10 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     let base = clone(Path::new("/"), MOUNT_ATTR_RDONLY)?;
     let mut entries: Vec<(PathBuf, Entry)> = Vec::new();
     for path in &plan.write {
-        entries.push((path.clone(), Entry::Tree(clone(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?)));
+        entries.push((
+            path.clone(),
+            Entry::Tree(clone(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?),
+        ));
     }
     for path in read_only {
         entries.push((path.clone(), Entry::Tree(clone(path, MOUNT_ATTR_RDONLY)?)));
@@ -173,10 +209,19 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     // place. The carve-out itself and the writable root are mount points already.
     let mut pinned: Vec<PathBuf> = Vec::new();
     for path in read_only {
-        let Some(root) = plan.write.iter().filter(|w| path.starts_with(w)).max_by_key(|w| w.as_os_str().len()) else {
+        let Some(root) = plan
+            .write
+            .iter()
+            .filter(|w| path.starts_with(w))
+            .max_by_key(|w| w.as_os_str().len())
+        else {
             continue;
         };
-        for ancestor in path.ancestors().skip(1).take_while(|a| *a != root.as_path()) {
+        for ancestor in path
+            .ancestors()
+            .skip(1)
+            .take_while(|a| *a != root.as_path())
+        {
             if !pinned.iter().any(|p| p == ancestor) && !read_only.iter().any(|r| r == ancestor) {
                 pinned.push(ancestor.to_path_buf());
             }
@@ -201,7 +246,8 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
         let path = Path::new("/dev").join(name);
         match clone(&path, device_attrs) {
             Ok(fd) => devices.push((path, fd)),
-            Err(SetupError::Mount { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(SetupError::Mount { source, .. })
+                if source.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e),
         }
     }
@@ -217,12 +263,18 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
 
     // The staging tmpfs: the new root is assembled on it, beside the old one.
     let staging = new_fs("tmpfs", &[("mode", "0700")], 0, Path::new("/tmp"))?;
-    attach(&staging, &open_beneath(None, Path::new("/tmp")).map_err(|e| view_error("open", Path::new("/tmp"), e))?, Path::new("/tmp"))?;
+    attach(
+        &staging,
+        &open_beneath(None, Path::new("/tmp"))
+            .map_err(|e| view_error("open", Path::new("/tmp"), e))?,
+        Path::new("/tmp"),
+    )?;
     make_dir(&staging, "newroot", Path::new("/tmp/newroot"))?;
     make_file(&staging, "empty", Path::new("/tmp/empty"))?;
     let newroot_dir = open_at(&staging, "newroot", Path::new("/tmp/newroot"))?;
     attach(&base, &newroot_dir, Path::new("/"))?;
-    let root = open_beneath(None, Path::new("/tmp/newroot")).map_err(|e| view_error("open", Path::new("/tmp/newroot"), e))?;
+    let root = open_beneath(None, Path::new("/tmp/newroot"))
+        .map_err(|e| view_error("open", Path::new("/tmp/newroot"), e))?;
     let empty = open_at(&staging, "empty", Path::new("/tmp/empty"))?;
 
     let mut hidden: Vec<PathBuf> = Vec::new();
@@ -259,19 +311,34 @@ fn mount_entry(
 ) -> Result<(), SetupError> {
     match entry {
         Entry::Tree(tree) => {
-            let target = resolve(root, Path::new("/"), path, below(hidden, path), is_dir(&tree))?;
+            let target = resolve(
+                root,
+                Path::new("/"),
+                path,
+                below(hidden, path),
+                is_dir(&tree),
+            )?;
             attach(&tree, &target, path)
         }
         Entry::HideDir => {
             let target = resolve(root, Path::new("/"), path, below(hidden, path), true)?;
-            let fs = new_fs("tmpfs", &[("mode", "0755"), ("size", "16k"), ("nr_inodes", "64")], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, path)?;
+            let fs = new_fs(
+                "tmpfs",
+                &[("mode", "0755"), ("size", "16k"), ("nr_inodes", "64")],
+                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                path,
+            )?;
             attach(&fs, &target, path)?;
             hidden.push(path.to_path_buf());
             Ok(())
         }
         Entry::HideFile => {
             let target = resolve(root, Path::new("/"), path, below(hidden, path), false)?;
-            let file = clone_fd(empty, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, path)?;
+            let file = clone_fd(
+                empty,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                path,
+            )?;
             attach(&file, &target, path)
         }
     }
@@ -282,21 +349,42 @@ fn mount_entry(
 fn build_dev(root: &OwnedFd, devices: Vec<(PathBuf, OwnedFd)>) -> Result<(), SetupError> {
     let dev_path = Path::new("/dev");
     let target = resolve(root, Path::new("/"), dev_path, false, true)?;
-    let dev = new_fs("tmpfs", &[("mode", "0755"), ("size", "64k")], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, dev_path)?;
+    let dev = new_fs(
+        "tmpfs",
+        &[("mode", "0755"), ("size", "64k")],
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+        dev_path,
+    )?;
     attach(&dev, &target, dev_path)?;
     for (path, tree) in devices {
         let node = resolve(&dev, dev_path, &path, true, is_dir(&tree))?;
         attach(&tree, &node, &path)?;
     }
-    let shm = new_fs("tmpfs", &[("mode", "1777")], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, Path::new("/dev/shm"))?;
+    let shm = new_fs(
+        "tmpfs",
+        &[("mode", "1777")],
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        Path::new("/dev/shm"),
+    )?;
     make_dir(&dev, "shm", Path::new("/dev/shm"))?;
-    attach(&shm, &open_at(&dev, "shm", Path::new("/dev/shm"))?, Path::new("/dev/shm"))?;
+    attach(
+        &shm,
+        &open_at(&dev, "shm", Path::new("/dev/shm"))?,
+        Path::new("/dev/shm"),
+    )?;
     let pts = new_devpts()?;
     make_dir(&dev, "pts", Path::new("/dev/pts"))?;
-    attach(&pts, &open_at(&dev, "pts", Path::new("/dev/pts"))?, Path::new("/dev/pts"))?;
+    attach(
+        &pts,
+        &open_at(&dev, "pts", Path::new("/dev/pts"))?,
+        Path::new("/dev/pts"),
+    )?;
     for (name, to) in DEV_LINKS {
         let path = dev_path.join(name);
-        let (c_to, c_name) = (cstring(to.as_bytes(), &path)?, cstring(name.as_bytes(), &path)?);
+        let (c_to, c_name) = (
+            cstring(to.as_bytes(), &path)?,
+            cstring(name.as_bytes(), &path)?,
+        );
         // SAFETY: symlinkat with NUL-terminated strings and a directory descriptor.
         if unsafe { libc::symlinkat(c_to.as_ptr(), dev.as_raw_fd(), c_name.as_ptr()) } != 0 {
             return Err(view_error("create link", &path, io::Error::last_os_error()));
@@ -319,7 +407,11 @@ fn build_proc(root: &OwnedFd) -> Result<Vec<Downgrade>, SetupError> {
                 let path = proc_path.join(name);
                 let fd = match open_at(&proc, name, &path) {
                     Ok(fd) => fd,
-                    Err(SetupError::Mount { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => continue,
+                    Err(SetupError::Mount { source, .. })
+                        if source.raw_os_error() == Some(libc::ENOENT) =>
+                    {
+                        continue
+                    }
                     Err(e) => return Err(e),
                 };
                 let ro = clone_fd(&fd, MOUNT_ATTR_RDONLY | attrs, &path)?;
@@ -327,8 +419,18 @@ fn build_proc(root: &OwnedFd) -> Result<Vec<Downgrade>, SetupError> {
             }
             Ok(Vec::new())
         }
-        Err(SetupError::Mount { source, .. }) if matches!(source.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) => {
-            let empty = new_fs("tmpfs", &[("mode", "0555"), ("size", "4k"), ("nr_inodes", "4")], attrs | MOUNT_ATTR_RDONLY, proc_path)?;
+        Err(SetupError::Mount { source, .. })
+            if matches!(
+                source.raw_os_error(),
+                Some(libc::EPERM) | Some(libc::EACCES)
+            ) =>
+        {
+            let empty = new_fs(
+                "tmpfs",
+                &[("mode", "0555"), ("size", "4k"), ("nr_inodes", "4")],
+                attrs | MOUNT_ATTR_RDONLY,
+                proc_path,
+            )?;
             attach(&empty, &target, proc_path)?;
             Ok(vec![Downgrade {
                 restriction: PRIVATE_PROC.into(),
@@ -347,17 +449,29 @@ fn enter_root(root: &OwnedFd) -> Result<(), SetupError> {
     let slash = Path::new("/");
     // SAFETY: fchdir on a descriptor this function borrows.
     if unsafe { libc::fchdir(root.as_raw_fd()) } != 0 {
-        return Err(view_error("enter the new root", slash, io::Error::last_os_error()));
+        return Err(view_error(
+            "enter the new root",
+            slash,
+            io::Error::last_os_error(),
+        ));
     }
     let dot = c".";
     // SAFETY: pivot_root with two NUL-terminated paths.
     if unsafe { libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) } != 0 {
-        return Err(view_error("pivot_root into", slash, io::Error::last_os_error()));
+        return Err(view_error(
+            "pivot_root into",
+            slash,
+            io::Error::last_os_error(),
+        ));
     }
     // SAFETY: umount2 of the old root stacked on "."; MNT_DETACH because processes outside
     // this namespace may still use its mounts.
     if unsafe { libc::umount2(dot.as_ptr(), libc::MNT_DETACH) } != 0 {
-        return Err(view_error("detach the old root from", slash, io::Error::last_os_error()));
+        return Err(view_error(
+            "detach the old root from",
+            slash,
+            io::Error::last_os_error(),
+        ));
     }
     // SAFETY: chdir with a NUL-terminated path.
     if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
@@ -370,10 +484,20 @@ fn mount_private_root() -> Result<(), SetupError> {
     // SAFETY: mount with a NUL-terminated target and NULL source, type and data: only changes
     // propagation.
     let rc = unsafe {
-        libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null())
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
     };
     if rc != 0 {
-        return Err(view_error("make mount propagation private on", Path::new("/"), io::Error::last_os_error()));
+        return Err(view_error(
+            "make mount propagation private on",
+            Path::new("/"),
+            io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
@@ -410,11 +534,18 @@ fn clone(path: &Path, attrs: u64) -> Result<OwnedFd, SetupError> {
 }
 
 fn clone_fd(fd: &OwnedFd, attrs: u64, path: &Path) -> Result<OwnedFd, SetupError> {
-    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
+    let flags = OPEN_TREE_CLONE
+        | libc::O_CLOEXEC as libc::c_uint
+        | libc::AT_RECURSIVE as libc::c_uint
+        | libc::AT_EMPTY_PATH as libc::c_uint;
     // SAFETY: open_tree on a descriptor with an empty path; returns a new descriptor or -1.
     let tree = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags) };
     if tree < 0 {
-        return Err(view_error("clone the mount tree at", path, io::Error::last_os_error()));
+        return Err(view_error(
+            "clone the mount tree at",
+            path,
+            io::Error::last_os_error(),
+        ));
     }
     // SAFETY: the kernel just returned this descriptor and nothing else owns it.
     let tree = unsafe { OwnedFd::from_raw_fd(tree as RawFd) };
@@ -428,17 +559,33 @@ fn set_attrs(fd: &OwnedFd, attrs: u64, recursive: bool, path: &Path) -> Result<(
     if attrs == 0 {
         return Ok(());
     }
-    let attr = MountAttr { attr_set: attrs, attr_clr: 0, propagation: 0, userns_fd: 0 };
+    let attr = MountAttr {
+        attr_set: attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
     let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
     if recursive {
         flags |= libc::AT_RECURSIVE as libc::c_uint;
     }
     // SAFETY: mount_setattr on a descriptor with an empty path and a mount_attr of the size passed.
     let rc = unsafe {
-        libc::syscall(libc::SYS_mount_setattr, fd.as_raw_fd(), c"".as_ptr(), flags, &attr as *const MountAttr, std::mem::size_of::<MountAttr>())
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
     };
     if rc != 0 {
-        return Err(view_error("set mount attributes (read-only, nosuid, nodev) on", path, io::Error::last_os_error()));
+        return Err(view_error(
+            "set mount attributes (read-only, nosuid, nodev) on",
+            path,
+            io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
@@ -447,7 +594,14 @@ fn set_attrs(fd: &OwnedFd, attrs: u64, recursive: bool, path: &Path) -> Result<(
 fn attach(tree: &OwnedFd, target: &OwnedFd, path: &Path) -> Result<(), SetupError> {
     // SAFETY: move_mount between two descriptors with empty paths.
     let rc = unsafe {
-        libc::syscall(libc::SYS_move_mount, tree.as_raw_fd(), c"".as_ptr(), target.as_raw_fd(), c"".as_ptr(), MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH)
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
     };
     if rc != 0 {
         return Err(view_error("mount over", path, io::Error::last_os_error()));
@@ -456,7 +610,12 @@ fn attach(tree: &OwnedFd, target: &OwnedFd, path: &Path) -> Result<(), SetupErro
 }
 
 /// A new detached filesystem mount of `fstype` with string `options` and mount `attrs`.
-fn new_fs(fstype: &str, options: &[(&str, &str)], attrs: u64, path: &Path) -> Result<OwnedFd, SetupError> {
+fn new_fs(
+    fstype: &str,
+    options: &[(&str, &str)],
+    attrs: u64,
+    path: &Path,
+) -> Result<OwnedFd, SetupError> {
     let fs = fs_open(fstype, path)?;
     for (key, value) in options {
         fs_config(&fs, FSCONFIG_SET_STRING, key, Some(value), path)?;
@@ -479,33 +638,74 @@ fn fs_open(fstype: &str, path: &Path) -> Result<OwnedFd, SetupError> {
     // SAFETY: fsopen with a NUL-terminated filesystem name.
     let fd = unsafe { libc::syscall(libc::SYS_fsopen, name.as_ptr(), FSOPEN_CLOEXEC) };
     if fd < 0 {
-        return Err(view_error("create a filesystem for", path, io::Error::last_os_error()));
+        return Err(view_error(
+            "create a filesystem for",
+            path,
+            io::Error::last_os_error(),
+        ));
     }
     // SAFETY: the kernel just returned this descriptor and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-fn fs_config(fs: &OwnedFd, cmd: libc::c_uint, key: &str, value: Option<&str>, path: &Path) -> Result<(), SetupError> {
+fn fs_config(
+    fs: &OwnedFd,
+    cmd: libc::c_uint,
+    key: &str,
+    value: Option<&str>,
+    path: &Path,
+) -> Result<(), SetupError> {
     let key = cstring(key.as_bytes(), path)?;
     let value = value.map(|v| cstring(v.as_bytes(), path)).transpose()?;
     let value_ptr = value.as_ref().map_or(std::ptr::null(), |v| v.as_ptr());
     // SAFETY: fsconfig with NUL-terminated key and value (or NULL for a flag).
-    let rc = unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key.as_ptr(), value_ptr, 0) };
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            cmd,
+            key.as_ptr(),
+            value_ptr,
+            0,
+        )
+    };
     if rc != 0 {
-        return Err(view_error("configure the filesystem for", path, io::Error::last_os_error()));
+        return Err(view_error(
+            "configure the filesystem for",
+            path,
+            io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
 
 fn fs_mount(fs: OwnedFd, attrs: u64, path: &Path) -> Result<OwnedFd, SetupError> {
     // SAFETY: fsconfig CREATE with no key or value.
-    if unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), FSCONFIG_CMD_CREATE, std::ptr::null::<libc::c_char>(), std::ptr::null::<libc::c_char>(), 0) } != 0 {
-        return Err(view_error("create the filesystem for", path, io::Error::last_os_error()));
+    if unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    } != 0
+    {
+        return Err(view_error(
+            "create the filesystem for",
+            path,
+            io::Error::last_os_error(),
+        ));
     }
     // SAFETY: fsmount on a configured filesystem context.
     let fd = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
     if fd < 0 {
-        return Err(view_error("mount the filesystem for", path, io::Error::last_os_error()));
+        return Err(view_error(
+            "mount the filesystem for",
+            path,
+            io::Error::last_os_error(),
+        ));
     }
     // SAFETY: the kernel just returned this descriptor and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
@@ -555,7 +755,11 @@ fn make_dir(dir: &OwnedFd, name: &str, path: &Path) -> Result<(), SetupError> {
     let c_name = cstring(name.as_bytes(), path)?;
     // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
     if unsafe { libc::mkdirat(dir.as_raw_fd(), c_name.as_ptr(), 0o755) } != 0 {
-        return Err(view_error("create mount point", path, io::Error::last_os_error()));
+        return Err(view_error(
+            "create mount point",
+            path,
+            io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
@@ -564,9 +768,20 @@ fn make_file(dir: &OwnedFd, name: &str, path: &Path) -> Result<(), SetupError> {
     let c_name = cstring(name.as_bytes(), path)?;
     // SAFETY: openat creating a new file relative to a directory descriptor; the descriptor is
     // closed right away.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), c_name.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW, 0o444) };
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c_name.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            0o444,
+        )
+    };
     if fd < 0 {
-        return Err(view_error("create mount point", path, io::Error::last_os_error()));
+        return Err(view_error(
+            "create mount point",
+            path,
+            io::Error::last_os_error(),
+        ));
     }
     // SAFETY: closing the descriptor just opened.
     unsafe { libc::close(fd) };
@@ -579,16 +794,29 @@ fn open_at(dir: &OwnedFd, name: &str, path: &Path) -> Result<OwnedFd, SetupError
 
 /// `openat2(O_PATH, RESOLVE_NO_SYMLINKS)`, relative to `dir` (and beneath it) or absolute.
 fn open_beneath(dir: Option<&OwnedFd>, path: &Path) -> io::Result<OwnedFd> {
-    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let mut resolve = RESOLVE_NO_SYMLINKS;
     if dir.is_some() {
         resolve |= RESOLVE_BENEATH;
     }
-    let how = OpenHow { flags: (libc::O_PATH | libc::O_CLOEXEC) as u64, mode: 0, resolve };
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve,
+    };
     let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
     // SAFETY: `c_path` is NUL-terminated and `how` has the layout of `struct open_how`, whose
     // size is passed; both outlive the call.
-    let fd = unsafe { libc::syscall(libc::SYS_openat2, dirfd, c_path.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>()) };
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd,
+            c_path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -611,16 +839,25 @@ fn is_dir(fd: &OwnedFd) -> bool {
     // SAFETY: `stat` is plain data for which all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat into a valid buffer on a descriptor this function borrows.
-    unsafe { libc::fstat(fd.as_raw_fd(), &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR }
+    unsafe {
+        libc::fstat(fd.as_raw_fd(), &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+    }
 }
 
 fn cstring(bytes: &[u8], path: &Path) -> Result<CString, SetupError> {
-    CString::new(bytes).map_err(|_| view_error("name", path, io::Error::from_raw_os_error(libc::EINVAL)))
+    CString::new(bytes)
+        .map_err(|_| view_error("name", path, io::Error::from_raw_os_error(libc::EINVAL)))
 }
 
 fn view_error(what: &'static str, path: &Path, source: io::Error) -> SetupError {
     if source.raw_os_error() == Some(libc::ELOOP) {
-        return SetupError::SymlinkInView { path: path.to_path_buf() };
+        return SetupError::SymlinkInView {
+            path: path.to_path_buf(),
+        };
     }
-    SetupError::Mount { what, path: path.to_path_buf(), source }
+    SetupError::Mount {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
 }

@@ -69,7 +69,10 @@ pub fn probe() -> Result<(), Unavailable> {
 /// the sysctls allow it; only then is the real call tried, in a throwaway child.
 fn under_seccomp_filter() -> bool {
     std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2')))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'))
+        })
         .unwrap_or(false)
 }
 
@@ -134,8 +137,20 @@ pub fn enter(uid: libc::uid_t, gid: libc::gid_t) -> Result<(), SetupError> {
             hint: "",
         })
     };
-    write("/proc/self/setgroups", "user namespace (setgroups deny)", "deny".into())?;
-    write("/proc/self/uid_map", "user namespace (uid_map)", format!("{uid} {uid} 1"))?;
-    write("/proc/self/gid_map", "user namespace (gid_map)", format!("{gid} {gid} 1"))?;
+    write(
+        "/proc/self/setgroups",
+        "user namespace (setgroups deny)",
+        "deny".into(),
+    )?;
+    write(
+        "/proc/self/uid_map",
+        "user namespace (uid_map)",
+        format!("{uid} {uid} 1"),
+    )?;
+    write(
+        "/proc/self/gid_map",
+        "user namespace (gid_map)",
+        format!("{gid} {gid} 1"),
+    )?;
     Ok(())
 }
