@@ -328,23 +328,26 @@ impl Env {
         }
         // Report last, so that `confined` means only execve remains; after execve the
         // close-on-exec status fd is gone.
+        self.report(&StatusRecord::Confined(self.receipt(layers, entered)))?;
+        Ok(())
+    }
+
+    /// What is in force: `layers`, plus what the namespace step found at run time.
+    fn receipt(&self, layers: Vec<Layer>, entered: namespaces::Entered) -> ConfinementReceipt {
+        // With the mount layer everything outside the writable roots is read-only, which
+        // refuses the four operations Landlock does not mediate.
         let unmediated = match self.namespaces {
             Some(_) => Vec::new(),
             None => UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
         };
-        self.report(&StatusRecord::Confined(ConfinementReceipt {
+        let downgrades = self.downgrades.iter().cloned();
+        ConfinementReceipt {
             layers,
             landlock_abi: self.landlock_abi,
-            downgrades: self
-                .downgrades
-                .iter()
-                .cloned()
-                .chain(entered.downgrades)
-                .collect(),
+            downgrades: downgrades.chain(entered.downgrades).collect(),
             unmediated,
             placeholders: entered.placeholders,
-        }))?;
-        Ok(())
+        }
     }
 
     /// `execvp`s the command; returns its errno when that fails.
