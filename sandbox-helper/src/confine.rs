@@ -293,7 +293,7 @@ impl Env {
         // parent's) and with the parent-death signal armed (where the chain of deaths starts);
         // before capabilities are dropped, because building the view needs those the new user
         // namespace grants. Returns only in the process that goes on to exec the command.
-        let entered = match &self.namespaces {
+        let mut entered = match &self.namespaces {
             Some(plan) => namespaces::enter(plan, self.parent)?,
             None => namespaces::Entered::default(),
         };
@@ -304,7 +304,7 @@ impl Env {
         process::set_no_new_privs()?;
         // Landlock before seccomp: building the ruleset uses landlock_* system calls and opens
         // paths, which the seccomp filter need not then allow for.
-        let mut layers = entered.layers;
+        let mut layers = std::mem::take(&mut entered.layers);
         layers.extend([Layer::Capabilities, Layer::NoNewPrivs]);
         layers.extend(landlock_rules::apply(
             &self.landlock_policy,
