@@ -614,3 +614,56 @@ print(attempt(lambda: open("sub/work.txt", "w").write("x")))
     assert!(!tree.cwd.join("moved").exists());
     assert!(tree.cwd.join("sub/work.txt").exists());
 }
+
+#[test]
+fn the_command_still_cannot_mount_or_unshare() {
+    require_userns!();
+    let tree = Tree::new();
+    fs::create_dir(tree.cwd.join("mnt")).unwrap();
+    let out = tree.py(
+        &[],
+        r#"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def call(f):
+    def run():
+        if f() != 0:
+            raise OSError(ctypes.get_errno(), "")
+    return run
+print(attempt(call(lambda: libc.mount(b"none", b"mnt", b"tmpfs", 0, None))))
+print(attempt(call(lambda: libc.umount2(b"/proc", 2))))
+print(attempt(call(lambda: libc.unshare(0x10000000))))
+print(attempt(call(lambda: libc.unshare(0x00020000))))
+print(attempt(lambda: os.mkdir("mnt/sub")))
+"#,
+    );
+    // mount/umount2/unshare(NEWUSER) by the seccomp filter; unshare(NEWNS) without capabilities.
+    assert_eq!(
+        lines(&out),
+        ["EPERM", "EPERM", "EPERM", "EPERM", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    assert!(tree.cwd.join("mnt/sub").is_dir());
+}
+
+#[test]
+fn sysv_ipc_is_private() {
+    require_userns!();
+    let tree = Tree::new();
+    // A queue of the host's own, which the sandbox must not see.
+    let made = Command::new("ipcmk").arg("-Q").output().unwrap();
+    let host_queue: String = stdout(&made)
+        .split_whitespace()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(host_queue.parse::<i32>().is_ok(), "{}", stdout(&made));
+    let before = Command::new("ipcs").arg("-q").output().unwrap();
+    let out = tree.run(&["--", "sh", "-c", "ipcmk -Q >/dev/null && ipcs -q | grep -c '^0x'"]);
+    let after = Command::new("ipcs").arg("-q").output().unwrap();
+    Command::new("ipcrm").args(["-q", &host_queue]).status().unwrap();
+    // Inside: the queue it made, and nothing of the host's; outside: nothing new.
+    assert_eq!(stdout(&out).trim(), "1", "{}", stderr(&out));
+    assert_eq!(stdout(&after), stdout(&before), "a queue leaked to the host");
+}
