@@ -660,10 +660,22 @@ fn sysv_ipc_is_private() {
         .to_owned();
     assert!(host_queue.parse::<i32>().is_ok(), "{}", stdout(&made));
     let before = Command::new("ipcs").arg("-q").output().unwrap();
-    let out = tree.run(&["--", "sh", "-c", "ipcmk -Q >/dev/null && ipcs -q | grep -c '^0x'"]);
+    let out = tree.run(&[
+        "--",
+        "sh",
+        "-c",
+        "ipcmk -Q >/dev/null && ipcs -q | grep -c '^0x'",
+    ]);
     let after = Command::new("ipcs").arg("-q").output().unwrap();
-    Command::new("ipcrm").args(["-q", &host_queue]).status().unwrap();
+    Command::new("ipcrm")
+        .args(["-q", &host_queue])
+        .status()
+        .unwrap();
     // Inside: the queue it made, and nothing of the host's; outside: nothing new.
     assert_eq!(stdout(&out).trim(), "1", "{}", stderr(&out));
-    assert_eq!(stdout(&after), stdout(&before), "a queue leaked to the host");
+    assert_eq!(
+        stdout(&after),
+        stdout(&before),
+        "a queue leaked to the host"
+    );
 }

@@ -38,6 +38,9 @@ pub struct ViewPlan {
     pub devices: Vec<PathBuf>,
 }
 
+/// Where the new root is assembled, in the old tree.
+const STAGING: &str = "/dev";
+
 /// Devices every command gets, bound from the host (those the host lacks are left out).
 const BASE_DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -190,8 +193,8 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     // Before any mount: nothing done here may propagate back to the host's namespace.
     mount_private_root()?;
 
-    // Clone every source before anything covers it (the staging tmpfs covers /tmp, a hidden
-    // directory covers what is below it).
+    // Clone every source before anything covers it (the staging tmpfs covers the old /dev, a
+    // hidden directory covers what is below it).
     let base = clone(Path::new("/"), MOUNT_ATTR_RDONLY)?;
     let mut entries: Vec<(PathBuf, Entry)> = Vec::new();
     for path in &plan.write {
@@ -262,20 +265,24 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
         .partition(|(p, _)| p.starts_with("/dev") || p.starts_with("/proc"));
 
     // The staging tmpfs: the new root is assembled on it, beside the old one.
-    let staging = new_fs("tmpfs", &[("mode", "0700")], 0, Path::new("/tmp"))?;
+    // On the old root's /dev: it exists on every Linux system (a /tmp may not), and its
+    // devices were cloned above; the old root and this with it are detached at the end.
+    let staging_path = Path::new(STAGING);
+    let staging = new_fs("tmpfs", &[("mode", "0700")], 0, staging_path)?;
+    let staging_point =
+        open_beneath(None, staging_path).map_err(|e| view_error("open", staging_path, e))?;
+    attach(&staging, &staging_point, staging_path)?;
+    make_dir(&staging, "newroot", staging_path)?;
+    make_file(&staging, "empty", staging_path)?;
     attach(
-        &staging,
-        &open_beneath(None, Path::new("/tmp"))
-            .map_err(|e| view_error("open", Path::new("/tmp"), e))?,
-        Path::new("/tmp"),
+        &base,
+        &open_at(&staging, "newroot", staging_path)?,
+        Path::new("/"),
     )?;
-    make_dir(&staging, "newroot", Path::new("/tmp/newroot"))?;
-    make_file(&staging, "empty", Path::new("/tmp/empty"))?;
-    let newroot_dir = open_at(&staging, "newroot", Path::new("/tmp/newroot"))?;
-    attach(&base, &newroot_dir, Path::new("/"))?;
-    let root = open_beneath(None, Path::new("/tmp/newroot"))
-        .map_err(|e| view_error("open", Path::new("/tmp/newroot"), e))?;
-    let empty = open_at(&staging, "empty", Path::new("/tmp/empty"))?;
+    // The root of the clone just attached, not the staging directory below it.
+    let newroot = staging_path.join("newroot");
+    let root = open_beneath(None, &newroot).map_err(|e| view_error("open", &newroot, e))?;
+    let empty = open_at(&staging, "empty", staging_path)?;
 
     let mut hidden: Vec<PathBuf> = Vec::new();
     for (path, entry) in early {
@@ -357,7 +364,19 @@ fn build_dev(root: &OwnedFd, devices: Vec<(PathBuf, OwnedFd)>) -> Result<(), Set
     )?;
     attach(&dev, &target, dev_path)?;
     for (path, tree) in devices {
-        let node = resolve(&dev, dev_path, &path, true, is_dir(&tree))?;
+        let is_dir = is_dir(&tree);
+        // The tmpfs is new and empty: a name directly below it is created without looking.
+        let node = match path.strip_prefix(dev_path).ok().and_then(|p| p.to_str()) {
+            Some(name) if !name.contains('/') => {
+                if is_dir {
+                    make_dir(&dev, name, &path)?;
+                } else {
+                    make_file(&dev, name, &path)?;
+                }
+                open_at(&dev, name, &path)?
+            }
+            _ => resolve(&dev, dev_path, &path, true, is_dir)?,
+        };
         attach(&tree, &node, &path)?;
     }
     let shm = new_fs(
