@@ -169,9 +169,12 @@ struct NetworkSection {
 /// Why a profile could not be loaded or resolved. Messages are one line and name the problem.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    /// A `read_only` entry reaches its target through a symbolic link inside a writable root.
-    #[error("filesystem.read_only: {entry:?} goes through the symbolic link {link:?}, which lies inside a writable root: the command could replace the link, so the carve-out cannot be enforced; name the link's target instead, or remove the link")]
+    /// A `read_only` or `deny_read` entry reaches its target through a symbolic link inside a
+    /// writable root.
+    #[error("{field}: {entry:?} goes through the symbolic link {link:?}, which lies inside a writable root: the command could replace the link, so the carve-out cannot be enforced; name the link's target instead, or remove the link")]
     CarveOutThroughSymlink {
+        /// The profile field.
+        field: &'static str,
         /// The profile entry.
         entry: String,
         /// The link.
@@ -497,6 +500,7 @@ impl PermissionProfile {
                 // replace it with a directory of its own (a `.git` with hooks). Fail closed.
                 if let Some(link) = link_inside(&path, &write) {
                     return Err(ProfileError::CarveOutThroughSymlink {
+                        field: "filesystem.read_only",
                         entry: entry.clone(),
                         link,
                     });
@@ -519,6 +523,15 @@ impl PermissionProfile {
         let mut deny_read = Vec::new();
         for entry in &rules.deny_read {
             for path in expander.expand("filesystem.deny_read", entry)? {
+                // Hiding the target of a link the command can rewrite would let it choose what
+                // the next run hides (point the link elsewhere, and the secret is readable).
+                if let Some(link) = link_inside(&path, &write) {
+                    return Err(ProfileError::CarveOutThroughSymlink {
+                        field: "filesystem.deny_read",
+                        entry: entry.clone(),
+                        link,
+                    });
+                }
                 match std::fs::canonicalize(&path) {
                     Ok(p) if !deny_read.contains(&p) => deny_read.push(p),
                     Ok(_) => {}

@@ -679,3 +679,79 @@ fn sysv_ipc_is_private() {
         "a queue leaked to the host"
     );
 }
+
+#[test]
+fn hiding_through_a_writable_symlink_is_refused() {
+    require_userns!();
+    let tree = Tree::new();
+    let secret = tree.outside.join("secret");
+    fs::write(&secret, "s3cret").unwrap();
+    std::os::unix::fs::symlink(&secret, tree.cwd.join("creds")).unwrap();
+    let p = profile(
+        &tree,
+        "hide-link.toml",
+        "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [\":cwd/creds\"]\n",
+    );
+    let out = tree.run(&["-p", &p, "--", "touch", "ran"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("filesystem.deny_read"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!tree.cwd.join("ran").exists(), "the command ran");
+    // Harmless counterpart: a link the command cannot rewrite hides its target.
+    let fixed = tree.outside.join("creds-link");
+    std::os::unix::fs::symlink(&secret, &fixed).unwrap();
+    let p = profile(
+        &tree,
+        "hide-fixed.toml",
+        &format!(
+            "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [{:?}]\n",
+            fixed.display().to_string()
+        ),
+    );
+    let out = tree.run(&["-p", &p, "--", "cat", secret.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+}
+
+#[test]
+fn terminals_come_from_a_private_devpts() {
+    require_userns!();
+    let tree = Tree::new();
+    // A terminal of the host's own, which must not show inside.
+    let (host_controller, _host_terminal) = {
+        let mut controller = 0;
+        let mut terminal = 0;
+        // SAFETY: openpty writes two descriptors; the name, termios and winsize are NULL.
+        let rc = unsafe {
+            libc::openpty(
+                &mut controller,
+                &mut terminal,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0);
+        (controller, terminal)
+    };
+    let out = tree.py(
+        &[],
+        r#"
+import pty
+print(sorted(os.listdir("/dev/pts")))
+controller, terminal = pty.openpty()
+print(os.ttyname(terminal))
+print(sorted(os.listdir("/dev/pts")))
+"#,
+    );
+    assert_eq!(
+        lines(&out),
+        ["['ptmx']", "/dev/pts/0", "['0', 'ptmx']"],
+        "{}",
+        stderr(&out)
+    );
+    assert!(host_controller >= 0);
+}
