@@ -16,7 +16,7 @@
 //! mount API: `open_tree`, `mount_setattr`, `move_mount`, `fsopen`), so a symbolic link planted
 //! in a writable root can neither redirect a mount nor be skipped: it fails the run.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -366,8 +366,8 @@ fn build_dev(root: &OwnedFd, devices: Vec<(PathBuf, OwnedFd)>) -> Result<(), Set
     for (path, tree) in devices {
         let is_dir = is_dir(&tree);
         // The tmpfs is new and empty: a name directly below it is created without looking.
-        let node = match path.strip_prefix(dev_path).ok().and_then(|p| p.to_str()) {
-            Some(name) if !name.contains('/') => {
+        let node = match path.strip_prefix(dev_path) {
+            Ok(name) if name.components().count() == 1 => {
                 if is_dir {
                     make_dir(&dev, name, &path)?;
                 } else {
@@ -753,7 +753,7 @@ fn resolve(
     let components: Vec<_> = relative.components().collect();
     let mut dir = open_at(root, ".", path)?;
     for (i, component) in components.iter().enumerate() {
-        let name = component.as_os_str().to_str().unwrap_or_default();
+        let name = component.as_os_str();
         match open_beneath(Some(&dir), Path::new(name)) {
             Ok(fd) => dir = fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
@@ -770,8 +770,8 @@ fn resolve(
     Ok(dir)
 }
 
-fn make_dir(dir: &OwnedFd, name: &str, path: &Path) -> Result<(), SetupError> {
-    let c_name = cstring(name.as_bytes(), path)?;
+fn make_dir(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<(), SetupError> {
+    let c_name = cstring(name.as_ref().as_bytes(), path)?;
     // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
     if unsafe { libc::mkdirat(dir.as_raw_fd(), c_name.as_ptr(), 0o755) } != 0 {
         return Err(view_error(
@@ -783,8 +783,8 @@ fn make_dir(dir: &OwnedFd, name: &str, path: &Path) -> Result<(), SetupError> {
     Ok(())
 }
 
-fn make_file(dir: &OwnedFd, name: &str, path: &Path) -> Result<(), SetupError> {
-    let c_name = cstring(name.as_bytes(), path)?;
+fn make_file(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<(), SetupError> {
+    let c_name = cstring(name.as_ref().as_bytes(), path)?;
     // SAFETY: openat creating a new file relative to a directory descriptor; the descriptor is
     // closed right away.
     let fd = unsafe {
@@ -807,8 +807,8 @@ fn make_file(dir: &OwnedFd, name: &str, path: &Path) -> Result<(), SetupError> {
     Ok(())
 }
 
-fn open_at(dir: &OwnedFd, name: &str, path: &Path) -> Result<OwnedFd, SetupError> {
-    open_beneath(Some(dir), Path::new(name)).map_err(|e| view_error("open", path, e))
+fn open_at(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<OwnedFd, SetupError> {
+    open_beneath(Some(dir), Path::new(name.as_ref())).map_err(|e| view_error("open", path, e))
 }
 
 /// `openat2(O_PATH, RESOLVE_NO_SYMLINKS)`, relative to `dir` (and beneath it) or absolute.
