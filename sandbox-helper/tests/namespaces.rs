@@ -74,7 +74,11 @@ fn command_output(out: &Output) -> String {
 fn a_carve_out_that_does_not_exist_cannot_be_created() {
     require_userns!();
     let (_dir, w) = workdir();
-    let policy = policy(&w, &[w.join(".git"), w.join("a/b/hooks")], &[]);
+    let policy = policy(
+        &w,
+        &[w.join(".git"), w.join("a/b/hooks"), w.join("a/c/hooks")],
+        &[],
+    );
     let out = run(
         "",
         &policy,

@@ -102,7 +102,7 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
         Ok(forked) => forked,
         Err(e) => {
             // Nothing will run: the placeholders go now, not after a command.
-            for placeholder in &placeholders {
+            for placeholder in placeholders.iter().rev() {
                 placeholder.remove();
             }
             return Err(e);
@@ -111,7 +111,7 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
     if monitor_pid != 0 {
         let kept: Vec<_> = placeholders.iter().map(|p| p.fd()).collect();
         init::run_monitor(monitor_pid, link.into_monitor_end(), &kept, || {
-            for placeholder in &placeholders {
+            for placeholder in placeholders.iter().rev() {
                 placeholder.remove();
             }
         });

@@ -111,6 +111,13 @@ pub fn prepare_read_only(plan: &ViewPlan) -> Result<(Vec<PathBuf>, Vec<Placehold
                     || e.raw_os_error() == Some(libc::ENOTDIR) => {}
             Err(e) => return Err(view_error("open carve-out", path, e)),
         }
+        // Below a placeholder made for an earlier entry: already covered by it.
+        if placeholders
+            .iter()
+            .any(|p: &Placeholder| path.starts_with(&p.path))
+        {
+            continue;
+        }
         let (target, placeholder) = first_missing(plan, path)?;
         targets.push(target);
         placeholders.extend(placeholder);
