@@ -80,7 +80,6 @@ fn rule(
 const UNIX_FAMILY: u64 = libc::AF_UNIX as u64;
 /// `SOCK_TYPE_MASK` in the kernel: the type without `SOCK_CLOEXEC`/`SOCK_NONBLOCK`.
 const SOCK_TYPE_MASK: u64 = 0xf;
-const DGRAM_TYPE: u64 = libc::SOCK_DGRAM as u64;
 
 /// The rules for `policy`, in a fixed order.
 // The ioctl request constants are `c_ulong` on glibc and `c_int` on musl; the casts are for musl.
@@ -138,48 +137,129 @@ pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
         rule("clone3", SYS_clone3, &[], ENOSYS,
             "clone3 passes its flags in memory that seccomp cannot read; ENOSYS makes libc fall back to clone"),
     ];
+    r.extend(socket_rules(policy));
+    r
+}
+
+/// The families a command may create with the network enabled, and why each is needed:
+/// `AF_UNIX` (local sockets, further limited by the unix-socket setting), `AF_INET` and
+/// `AF_INET6` (the network), `AF_NETLINK` (route and address queries: glibc's `getaddrinfo`
+/// with `AI_ADDRCONFIG`, `getifaddrs`, `if_nametoindex`; only `NETLINK_ROUTE`, see below).
+const NETWORK_FAMILIES: [i32; 4] = [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
+
+/// Socket types (the kernel's four-bit type field) refused on `AF_UNIX` while unix sockets are
+/// denied: the complement of the allow-list, stream and seqpacket. A stream socket refuses a
+/// destination on send (`EISCONN`/`EOPNOTSUPP`) and a seqpacket one ignores it
+/// (`unix_seqpacket_sendmsg`), so neither can address a socket outside; everything else either
+/// has datagram semantics or is refused so that a type a later kernel gives them cannot pass.
+const UNIX_TYPES_REFUSED: [(u64, &str); 14] = [
+    (0, "unix sockets denied: type 0 is no unix type; only stream and seqpacket pass"),
+    (2, "unix sockets denied: a datagram socket's sendmsg/sendmmsg carry a destination seccomp cannot read, which may be a socket outside"),
+    (3, "unix sockets denied: the kernel turns AF_UNIX SOCK_RAW into SOCK_DGRAM (unix_create), a datagram socket"),
+    (4, "unix sockets denied: SOCK_RDM is no unix type today; refused so that a later kernel cannot make it a datagram socket"),
+    (6, "unix sockets denied: SOCK_DCCP is no unix type today; refused so that a later kernel cannot make it a datagram socket"),
+    (7, "unix sockets denied: type 7 is unassigned; only stream and seqpacket pass"),
+    (8, "unix sockets denied: type 8 is unassigned; only stream and seqpacket pass"),
+    (9, "unix sockets denied: type 9 is unassigned; only stream and seqpacket pass"),
+    (10, "unix sockets denied: SOCK_PACKET is no unix type; only stream and seqpacket pass"),
+    (11, "unix sockets denied: type 11 is beyond SOCK_MAX; only stream and seqpacket pass"),
+    (12, "unix sockets denied: type 12 is beyond SOCK_MAX; only stream and seqpacket pass"),
+    (13, "unix sockets denied: type 13 is beyond SOCK_MAX; only stream and seqpacket pass"),
+    (14, "unix sockets denied: type 14 is beyond SOCK_MAX; only stream and seqpacket pass"),
+    (15, "unix sockets denied: type 15 is beyond SOCK_MAX; only stream and seqpacket pass"),
+];
+
+/// Socket types refused on `AF_INET`/`AF_INET6` while TCP port lists are in force: Landlock's
+/// port rules govern only stream sockets with protocol TCP, so every type but stream (whose
+/// protocol is checked separately) and datagram (UDP, ICMP echo: governed by the network mode
+/// alone, as documented) is refused.
+const INET_TYPES_REFUSED_UNDER_PORTS: [(u64, &str); 14] = [
+    (0, "TCP port lists: type 0 is no inet type; only stream (TCP) and datagram pass"),
+    (3, "TCP port lists: a raw socket crafts TCP segments to any port (and needs CAP_NET_RAW, which is dropped)"),
+    (4, "TCP port lists: SOCK_RDM is outside Landlock's TCP port rules"),
+    (5, "TCP port lists: SOCK_SEQPACKET is SCTP, which connects and binds to any port outside Landlock's TCP rules"),
+    (6, "TCP port lists: SOCK_DCCP connects and binds to any port outside Landlock's TCP rules"),
+    (7, "TCP port lists: type 7 is unassigned; only stream (TCP) and datagram pass"),
+    (8, "TCP port lists: type 8 is unassigned; only stream (TCP) and datagram pass"),
+    (9, "TCP port lists: type 9 is unassigned; only stream (TCP) and datagram pass"),
+    (10, "TCP port lists: SOCK_PACKET is outside Landlock's TCP port rules"),
+    (11, "TCP port lists: type 11 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
+    (12, "TCP port lists: type 12 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
+    (13, "TCP port lists: type 13 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
+    (14, "TCP port lists: type 14 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
+    (15, "TCP port lists: type 15 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
+];
+
+/// The socket rules: which families, which types, and (unix sockets denied) which calls could
+/// address or offer a unix socket outside the sandbox. seccomp sees only register arguments, so
+/// every rule is on the family, type, protocol or flags, never on an address.
+fn socket_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
+    use libc::*;
     let network_denied = policy.network.mode.is_denied();
+    let unix_denied = policy.network.unix_sockets == UnixSockets::Deny;
+    let ports_in_force = policy.network.tcp_connect.is_some() || policy.network.tcp_bind.is_some();
+    let mut r = Vec::new();
     if network_denied {
-        r.push(rule(
-            "socket",
-            SYS_socket,
-            &[Arg::Ne32(0, UNIX_FAMILY)],
-            EPERM,
-            "network mode denied: only AF_UNIX sockets may be created",
-        ));
-        r.push(rule(
-            "socketpair",
-            SYS_socketpair,
-            &[Arg::Ne32(0, UNIX_FAMILY)],
-            EPERM,
-            "network mode denied: only AF_UNIX socket pairs may be created",
-        ));
+        r.push(rule("socket", SYS_socket, &[Arg::Ne32(0, UNIX_FAMILY)], EPERM,
+            "network mode denied: only AF_UNIX sockets may be created"));
+    } else {
+        let outside_allow_list: Vec<Arg> =
+            NETWORK_FAMILIES.iter().map(|&f| Arg::Ne32(0, f as u64)).collect();
+        r.push(rule("socket", SYS_socket, &outside_allow_list, EPERM,
+            "network enabled: only unix, inet, inet6 and netlink route; vsock, alg, key, packet, bluetooth, tipc, xdp and the rest reach kernel subsystems and hosts that networking does not need"));
+        r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, AF_NETLINK as u64), Arg::Ne32(2, NETLINK_ROUTE as u64)], EPERM,
+            "network enabled: netlink only for route queries; the other protocols (audit, sock_diag, uevent, generic, netfilter) administer or observe the host"));
     }
-    if policy.network.unix_sockets == UnixSockets::Deny {
-        if network_denied {
-            // Every socket the command can create is AF_UNIX, so refusing connect and addressed
-            // sendto outright refuses exactly the unix sockets, and keeps the path in the error.
-            r.push(rule("connect", SYS_connect, &[], EPERM,
-                "unix sockets denied: connecting could reach a socket outside the sandbox (docker, ssh-agent, D-Bus)"));
-            r.push(rule("sendto", SYS_sendto, &[Arg::NonZero64(4)], EPERM,
-                "unix sockets denied: a datagram with a destination could reach a socket outside the sandbox"));
-        } else {
-            // With the network on, connect must work for TCP, so no unix socket may be made.
-            r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, UNIX_FAMILY)], EPERM,
-                "unix sockets denied: with the network enabled, connect cannot be filtered by family, so unix sockets cannot be created"));
+    r.push(rule("socketpair", SYS_socketpair, &[Arg::Ne32(0, UNIX_FAMILY)], EPERM,
+        "only unix socket pairs are local; the one other family with pairs (tipc) is a cluster network"));
+    if !network_denied && ports_in_force {
+        for family in [AF_INET as u64, AF_INET6 as u64] {
+            for (kind, reason) in INET_TYPES_REFUSED_UNDER_PORTS {
+                r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, family), Arg::Masked32(1, SOCK_TYPE_MASK, kind)], EPERM, reason));
+            }
+            r.push(rule("socket", SYS_socket,
+                &[Arg::Eq32(0, family), Arg::Masked32(1, SOCK_TYPE_MASK, SOCK_STREAM as u64),
+                  Arg::Ne32(2, 0), Arg::Ne32(2, IPPROTO_TCP as u64)], EPERM,
+                "TCP port lists: Landlock governs only protocol TCP; MPTCP, SCTP and SMC stream sockets would reach any port"));
         }
-        r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, UNIX_FAMILY), Arg::Masked32(1, SOCK_TYPE_MASK, DGRAM_TYPE)], EPERM,
-            "unix sockets denied: sendmsg's destination is invisible to seccomp, so no unix datagram sockets"));
-        r.push(rule(
-            "socketpair",
-            SYS_socketpair,
-            &[
-                Arg::Eq32(0, UNIX_FAMILY),
-                Arg::Masked32(1, SOCK_TYPE_MASK, DGRAM_TYPE),
-            ],
-            EPERM,
-            "unix sockets denied: a datagram pair can still sendmsg to a named socket outside",
-        ));
+    }
+    if !network_denied && policy.network.tcp_connect.is_some() {
+        // The flags are a register argument of all three calls, and sendmmsg overwrites each
+        // message's msg_flags with it, so this is complete.
+        let fastopen = MSG_FASTOPEN as u64;
+        r.push(rule("sendto", SYS_sendto, &[Arg::Masked32(3, fastopen, fastopen)], EPERM,
+            "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"));
+        r.push(rule("sendmsg", SYS_sendmsg, &[Arg::Masked32(2, fastopen, fastopen)], EPERM,
+            "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"));
+        r.push(rule("sendmmsg", SYS_sendmmsg, &[Arg::Masked32(3, fastopen, fastopen)], EPERM,
+            "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"));
+    }
+    if !unix_denied {
+        return r;
+    }
+    if network_denied {
+        // Every socket the command can create is AF_UNIX, so refusing these outright refuses
+        // exactly the unix sockets, and keeps the path in the error.
+        r.push(rule("connect", SYS_connect, &[], EPERM,
+            "unix sockets denied: connecting could reach a socket outside the sandbox (docker, ssh-agent, D-Bus)"));
+        r.push(rule("sendto", SYS_sendto, &[Arg::NonZero64(4)], EPERM,
+            "unix sockets denied: a datagram with a destination could reach a socket outside the sandbox"));
+        r.push(rule("bind", SYS_bind, &[], EPERM,
+            "unix sockets denied: a bound name (path, abstract or autobind) is a socket a process outside could reach"));
+        r.push(rule("listen", SYS_listen, &[], EPERM,
+            "unix sockets denied: a listening unix socket is a server that processes outside could connect to"));
+        for (kind, reason) in UNIX_TYPES_REFUSED {
+            r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, UNIX_FAMILY), Arg::Masked32(1, SOCK_TYPE_MASK, kind)], EPERM, reason));
+        }
+    } else {
+        // With the network on, connect, bind and listen must work for TCP, so no unix socket
+        // may be made. A stream or seqpacket pair can still be bound to a name, but it is
+        // connected: listen() fails with EINVAL and a connecting client gets ECONNREFUSED.
+        r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, UNIX_FAMILY)], EPERM,
+            "unix sockets denied: with the network enabled, connect cannot be filtered by family, so unix sockets cannot be created"));
+    }
+    for (kind, reason) in UNIX_TYPES_REFUSED {
+        r.push(rule("socketpair", SYS_socketpair, &[Arg::Eq32(0, UNIX_FAMILY), Arg::Masked32(1, SOCK_TYPE_MASK, kind)], EPERM, reason));
     }
     r
 }
