@@ -552,7 +552,7 @@ mod tests {
     }
 
     /// A classic-BPF interpreter for the instructions seccomp filters use.
-    fn run(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+    pub(super) fn run(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_ne_bytes());
         data[4..8].copy_from_slice(&arch.to_ne_bytes());
@@ -588,7 +588,7 @@ mod tests {
     }
 
     /// What the rule table says, evaluated directly (independent of seccompiler and the prefix).
-    fn oracle(rules: &[SyscallRule], nr: u32, args: [u64; 6]) -> u32 {
+    pub(super) fn oracle(rules: &[SyscallRule], nr: u32, args: [u64; 6]) -> u32 {
         if cfg!(target_arch = "x86_64") && nr >= 0x4000_0000 {
             return libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
         }
@@ -692,5 +692,215 @@ mod tests {
         let rules = rules(&policy(NetworkMode::Denied, UnixSockets::Deny));
         let clone3 = rules.iter().find(|r| r.syscall == "clone3").unwrap();
         assert_eq!(clone3.errno, libc::ENOSYS);
+    }
+}
+
+#[cfg(test)]
+mod socket_tests {
+    use super::tests::{oracle, run};
+    use super::*;
+    use crate::policy::*;
+
+    const EPERM_RET: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    const FLAGS: [u64; 3] = [
+        0,
+        (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64,
+        // seccomp compares the low half; the kernel reads an int, so the high half is noise.
+        1 << 32,
+    ];
+
+    fn policy(
+        mode: NetworkMode,
+        unix: UnixSockets,
+        tcp_connect: Option<Vec<u16>>,
+        tcp_bind: Option<Vec<u16>>,
+    ) -> SandboxPolicy {
+        SandboxPolicy {
+            version: POLICY_VERSION,
+            filesystem: FilesystemPolicy::default(),
+            network: NetworkPolicy {
+                mode,
+                unix_sockets: unix,
+                tcp_connect,
+                tcp_bind,
+            },
+            enforcement: EnforcementPolicy::STRICT,
+            markers: None,
+        }
+    }
+
+    /// Every network setting the socket rules distinguish.
+    fn every_policy() -> Vec<SandboxPolicy> {
+        let mut all = Vec::new();
+        for unix in [UnixSockets::Deny, UnixSockets::Allow] {
+            all.push(policy(NetworkMode::Denied, unix, None, None));
+            all.push(policy(NetworkMode::Enabled, unix, None, None));
+            all.push(policy(NetworkMode::Enabled, unix, Some(vec![443]), None));
+            all.push(policy(NetworkMode::Enabled, unix, None, Some(vec![8080])));
+        }
+        all
+    }
+
+    fn native() -> Option<u32> {
+        match std::env::consts::ARCH {
+            "x86_64" => Some(0xc000_003e),
+            "aarch64" => Some(0xc000_00b7),
+            _ => None,
+        }
+    }
+
+    /// What the compiled program answers for `nr(args)` under `policy`, checked against the
+    /// rule table first.
+    fn answer(policy: &SandboxPolicy, nr: i64, args: [u64; 6]) -> u32 {
+        let arch = native().expect("checked by the caller");
+        let rules = rules(policy);
+        let program = compile(&rules).unwrap();
+        let nr = u32::try_from(nr).unwrap();
+        let got = run(&program, arch, nr, args);
+        assert_eq!(got, oracle(&rules, nr, args), "nr {nr} args {args:x?}");
+        got
+    }
+
+    #[test]
+    fn compiled_program_agrees_with_the_rule_table_for_socket_arguments() {
+        let Some(arch) = native() else { return };
+        let families: [u64; 14] = [0, 1, 2, 10, 15, 16, 17, 30, 31, 38, 40, 44, 45, 2 | 1 << 32];
+        let types: Vec<u64> = (0..16u64)
+            .flat_map(|t| FLAGS.iter().map(move |f| t | f))
+            .collect();
+        let protocols: [u64; 8] = [0, 4, 6, 17, 132, 256, 262, 6 | 1 << 32];
+        let fastopen = libc::MSG_FASTOPEN as u64;
+        let flags: [u64; 4] = [0, libc::MSG_DONTWAIT as u64, fastopen, fastopen | 1 << 32];
+        let socket_calls = [
+            libc::SYS_socket,
+            libc::SYS_socketpair,
+            libc::SYS_connect,
+            libc::SYS_bind,
+            libc::SYS_listen,
+            libc::SYS_sendto,
+            libc::SYS_sendmsg,
+            libc::SYS_sendmmsg,
+        ];
+        for policy in every_policy() {
+            let rules = rules(&policy);
+            let program = compile(&rules).unwrap();
+            for nr in socket_calls {
+                let nr = u32::try_from(nr).unwrap();
+                for &a0 in &families {
+                    for &a1 in &types {
+                        for &a2 in protocols.iter().chain(&flags) {
+                            for &a3 in &flags {
+                                for a4 in [0, 0x7fff_0000] {
+                                    let args = [a0, a1, a2, a3, a4, 0];
+                                    assert_eq!(
+                                        run(&program, arch, nr, args),
+                                        oracle(&rules, nr, args),
+                                        "nr {nr} args {args:x?} {:?}",
+                                        policy.network
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unix_types_are_allow_listed_to_stream_and_seqpacket() {
+        if native().is_none() {
+            return;
+        }
+        let unix = libc::AF_UNIX as u64;
+        for mode in [NetworkMode::Denied, NetworkMode::Enabled] {
+            let denied = policy(mode, UnixSockets::Deny, None, None);
+            let allowed = policy(mode, UnixSockets::Allow, None, None);
+            for kind in 0..16u64 {
+                let passes = kind == libc::SOCK_STREAM as u64 || kind == libc::SOCK_SEQPACKET as u64;
+                for flags in FLAGS {
+                    let args = [unix, kind | flags, 0, 0, 0, 0];
+                    let pair = answer(&denied, libc::SYS_socketpair, args);
+                    assert_eq!(pair == EPERM_RET, !passes, "socketpair type {kind} {mode:?}");
+                    let single = answer(&denied, libc::SYS_socket, args);
+                    // With the network enabled no unix socket may be created at all.
+                    let single_passes = passes && mode == NetworkMode::Denied;
+                    assert_eq!(single == EPERM_RET, !single_passes, "socket type {kind} {mode:?}");
+                    assert_eq!(answer(&allowed, libc::SYS_socketpair, args), libc::SECCOMP_RET_ALLOW);
+                    assert_eq!(answer(&allowed, libc::SYS_socket, args), libc::SECCOMP_RET_ALLOW);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn network_enabled_allows_only_the_families_networking_needs() {
+        if native().is_none() {
+            return;
+        }
+        let enabled = policy(NetworkMode::Enabled, UnixSockets::Allow, None, None);
+        for family in 0..64u64 {
+            let args = [family, libc::SOCK_DGRAM as u64, 0, 0, 0, 0];
+            let passes = [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK]
+                .contains(&(family as i32));
+            assert_eq!(answer(&enabled, libc::SYS_socket, args) == EPERM_RET, !passes, "family {family}");
+            let pair_passes = family == libc::AF_UNIX as u64;
+            assert_eq!(answer(&enabled, libc::SYS_socketpair, args) == EPERM_RET, !pair_passes, "pair family {family}");
+        }
+        for protocol in 0..32u64 {
+            let args = [libc::AF_NETLINK as u64, libc::SOCK_RAW as u64, protocol, 0, 0, 0];
+            let passes = protocol == libc::NETLINK_ROUTE as u64;
+            assert_eq!(answer(&enabled, libc::SYS_socket, args) == EPERM_RET, !passes, "netlink {protocol}");
+        }
+    }
+
+    #[test]
+    fn port_lists_leave_only_tcp_streams_and_datagrams_on_inet() {
+        if native().is_none() {
+            return;
+        }
+        let fastopen = libc::MSG_FASTOPEN as u64;
+        for (connect, bind) in [(Some(vec![443]), None), (None, Some(vec![8080]))] {
+            let ports = policy(NetworkMode::Enabled, UnixSockets::Deny, connect.clone(), bind);
+            let open = policy(NetworkMode::Enabled, UnixSockets::Deny, None, None);
+            for family in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
+                for kind in 0..16u64 {
+                    for protocol in [0u64, 6, 17, 132, 256, 262] {
+                        let args = [family, kind | FLAGS[1], protocol, 0, 0, 0];
+                        let passes = kind == libc::SOCK_DGRAM as u64
+                            || (kind == libc::SOCK_STREAM as u64 && (protocol == 0 || protocol == 6));
+                        assert_eq!(
+                            answer(&ports, libc::SYS_socket, args) == EPERM_RET,
+                            !passes,
+                            "family {family} type {kind} protocol {protocol}"
+                        );
+                        assert_eq!(answer(&open, libc::SYS_socket, args), libc::SECCOMP_RET_ALLOW);
+                    }
+                }
+            }
+            // Fast Open connects from sendto/sendmsg/sendmmsg; it only matters to the connect list.
+            let refused = if connect.is_some() { EPERM_RET } else { libc::SECCOMP_RET_ALLOW };
+            assert_eq!(answer(&ports, libc::SYS_sendto, [3, 0, 1, fastopen, 0, 0]), refused);
+            assert_eq!(answer(&ports, libc::SYS_sendmsg, [3, 0, fastopen, 0, 0, 0]), refused);
+            assert_eq!(answer(&ports, libc::SYS_sendmmsg, [3, 0, 1, fastopen, 0, 0]), refused);
+            assert_eq!(answer(&ports, libc::SYS_sendto, [3, 0, 1, 0, 0x7fff_0000, 0]), libc::SECCOMP_RET_ALLOW);
+            assert_eq!(answer(&ports, libc::SYS_sendmsg, [3, 0, 0, 0, 0, 0]), libc::SECCOMP_RET_ALLOW);
+        }
+    }
+
+    #[test]
+    fn unix_names_cannot_be_offered_with_the_network_denied() {
+        if native().is_none() {
+            return;
+        }
+        let denied = policy(NetworkMode::Denied, UnixSockets::Deny, None, None);
+        let allowed = policy(NetworkMode::Denied, UnixSockets::Allow, None, None);
+        for nr in [libc::SYS_bind, libc::SYS_listen, libc::SYS_connect] {
+            assert_eq!(answer(&denied, nr, [3, 0x7fff_0000, 110, 0, 0, 0]), EPERM_RET);
+            assert_eq!(answer(&allowed, nr, [3, 0x7fff_0000, 110, 0, 0, 0]), libc::SECCOMP_RET_ALLOW);
+        }
+        // With the network enabled bind/listen serve TCP; unix sockets are refused at creation.
+        let enabled = policy(NetworkMode::Enabled, UnixSockets::Deny, None, None);
+        assert_eq!(answer(&enabled, libc::SYS_bind, [3, 0x7fff_0000, 16, 0, 0, 0]), libc::SECCOMP_RET_ALLOW);
     }
 }
