@@ -677,10 +677,11 @@ mod tests {
     fn network_enabled_keeps_connect() {
         let rules = rules(&policy(NetworkMode::Enabled, UnixSockets::Deny));
         assert!(!rules.iter().any(|r| r.syscall == "connect"));
+        // The family allow-list stays; connect, bind and listen must serve TCP.
         let rules = rules_for_allow();
         assert!(!rules
             .iter()
-            .any(|r| r.syscall == "connect" || r.syscall == "socket"));
+            .any(|r| ["connect", "bind", "listen"].contains(&r.syscall)));
     }
 
     fn rules_for_allow() -> Vec<SyscallRule> {
