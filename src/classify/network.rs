@@ -330,6 +330,10 @@ pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Deni
         "socketpair",
         "connect",
         "sendto",
+        "sendmsg",
+        "sendmmsg",
+        "bind",
+        "listen",
         "ioctl",
         "clone",
     ];

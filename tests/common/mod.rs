@@ -138,3 +138,45 @@ macro_rules! require_landlock {
         }
     };
 }
+
+/// Compiles a small C program with gcc, as some tests need exact system calls.
+pub fn compile_c(dir: &Path, name: &str, source: &str) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    std::fs::write(&src, source).unwrap();
+    let status = Command::new("gcc")
+        .arg("-O0")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("gcc is required by the tests that compile C probes");
+    assert!(status.success());
+    bin
+}
+
+/// Runs `script` in a fresh network namespace with only loopback up, so the test never
+/// touches the machine's own network.
+pub fn in_private_netns(tree: &Tree, script: &str) -> std::process::Output {
+    Command::new("unshare")
+        .args(["--net", "--", "sh", "-c"])
+        .arg(format!("ip link set lo up && {script}"))
+        .current_dir(&tree.cwd)
+        .env("HOME", &tree.home)
+        .env("CORDON_HELPER", "self")
+        .env_remove("TMPDIR")
+        .output()
+        .expect("unshare is required by the private-network tests")
+}
+
+/// True when a network namespace can be created; says loudly when it cannot.
+pub fn private_netns_available() -> bool {
+    let works = Command::new("unshare")
+        .args(["--net", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        eprintln!("SKIPPED: cannot create a network namespace (needs root or user namespaces)");
+    }
+    works
+}
