@@ -96,7 +96,10 @@ impl OutsideDatagrams {
         let mut got = self.reader.join().expect("reader thread");
         got.sort();
         self.socket.set_nonblocking(true).expect("non-blocking");
-        let err = self.socket.recv(&mut [0u8; 16]).expect_err("queue is empty");
+        let err = self
+            .socket
+            .recv(&mut [0u8; 16])
+            .expect_err("queue is empty");
         assert_eq!(err.raw_os_error(), Some(libc::EAGAIN));
         got
     }
@@ -137,7 +140,12 @@ for via in ("socket", "socketpair"):
 fn every_datagram_label(target: &str) -> Vec<String> {
     let mut labels = Vec::new();
     for via in ["socket", "socketpair"] {
-        for kind in ["DGRAM", "RAW", "DGRAM|CLOEXEC|NONBLOCK", "RAW|CLOEXEC|NONBLOCK"] {
+        for kind in [
+            "DGRAM",
+            "RAW",
+            "DGRAM|CLOEXEC|NONBLOCK",
+            "RAW|CLOEXEC|NONBLOCK",
+        ] {
             for call in ["sendto", "sendmsg", "sendmmsg"] {
                 labels.push(format!("{via}/{kind}/{call}/{target}"));
             }
@@ -175,7 +183,13 @@ fn no_unix_datagram_reaches_a_socket_outside() {
             .map(|l| l.rsplit(' ').next().unwrap_or_default().to_owned())
             .collect();
         let expected = if unix_allowed { "OK" } else { "EPERM" };
-        assert_eq!(results.len(), 48, "{network}: {}{}", stdout(&out), stderr(&out));
+        assert_eq!(
+            results.len(),
+            48,
+            "{network}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
         assert!(
             results.iter().all(|r| r == expected),
             "{network}, unix allowed {unix_allowed}: {}",
@@ -185,7 +199,11 @@ fn no_unix_datagram_reaches_a_socket_outside() {
         if unix_allowed {
             // The counterpart: the same attempts do arrive when unix sockets are allowed.
             assert_eq!(reached_named, every_datagram_label("named"), "{network}");
-            assert_eq!(reached_abstract, every_datagram_label("abstract"), "{network}");
+            assert_eq!(
+                reached_abstract,
+                every_datagram_label("abstract"),
+                "{network}"
+            );
         } else {
             assert_eq!(reached_named, Vec::<String>::new(), "{network}");
             assert_eq!(reached_abstract, Vec::<String>::new(), "{network}");
@@ -239,7 +257,9 @@ print(attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).conne
         stderr(&out)
     );
     outside.set_nonblocking(true).expect("non-blocking");
-    let err = outside.recv(&mut [0u8; 16]).expect_err("nothing reached the named socket");
+    let err = outside
+        .recv(&mut [0u8; 16])
+        .expect_err("nothing reached the named socket");
     assert_eq!(err.raw_os_error(), Some(libc::EAGAIN));
     // Nothing connected to the outside seqpacket listener; the connection from outside shows
     // that it was listening all along.
@@ -330,11 +350,15 @@ fn outside_connects(tree: &Tree, attempts: &[(&str, String)]) -> Vec<String> {
         // escape when a digit follows.
         let address = format!("\"{}\"", address.replace('\0', "\\x00"));
         let call = match *kind {
-            "stream" => format!("socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect({address})"),
+            "stream" => {
+                format!("socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect({address})")
+            }
             "seqpacket" => {
                 format!("socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).connect({address})")
             }
-            _ => format!("socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b'x', {address})"),
+            _ => {
+                format!("socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b'x', {address})")
+            }
         };
         script.push_str(&format!("print(attempt(lambda: {call}))\n"));
     }
@@ -535,8 +559,11 @@ fn with_port_listener(tree: &Tree, command: &str) -> Vec<String> {
     let listener = tree.outside.join("listener.py");
     std::fs::write(&listener, PORT_LISTENER).expect("write the listener");
     let probe = tree.outside.join("probe.py");
-    std::fs::write(&probe, format!("{}\n{}", common::PROBE, port_probe(denied, allowed)))
-        .expect("write the probe");
+    std::fs::write(
+        &probe,
+        format!("{}\n{}", common::PROBE, port_probe(denied, allowed)),
+    )
+    .expect("write the probe");
     let state = tree.outside.join("state");
     std::fs::create_dir_all(&state).expect("state dir");
     let python = common::python().display();
@@ -596,11 +623,25 @@ fn no_stream_protocol_bypasses_the_tcp_port_list() {
     let unconfined = with_port_listener(&tree, "");
     let reached: Vec<&String> = unconfined
         .iter()
-        .filter(|l| ["tcp-denied", "mptcp ", "fastopen-sendto", "fastopen-connect"].iter().any(|p| l.starts_with(p)))
+        .filter(|l| {
+            [
+                "tcp-denied",
+                "mptcp ",
+                "fastopen-sendto",
+                "fastopen-connect",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        })
         .collect();
     assert_eq!(
         reached,
-        ["tcp-denied OK", "mptcp OK", "fastopen-sendto OK", "fastopen-connect OK"],
+        [
+            "tcp-denied OK",
+            "mptcp OK",
+            "fastopen-sendto OK",
+            "fastopen-connect OK"
+        ],
         "{unconfined:?}"
     );
     let counts = unconfined.last().expect("counts line");

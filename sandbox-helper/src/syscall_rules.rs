@@ -145,7 +145,12 @@ pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
 /// `AF_UNIX` (local sockets, further limited by the unix-socket setting), `AF_INET` and
 /// `AF_INET6` (the network), `AF_NETLINK` (route and address queries: glibc's `getaddrinfo`
 /// with `AI_ADDRCONFIG`, `getifaddrs`, `if_nametoindex`; only `NETLINK_ROUTE`, see below).
-const NETWORK_FAMILIES: [i32; 4] = [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
+const NETWORK_FAMILIES: [i32; 4] = [
+    libc::AF_UNIX,
+    libc::AF_INET,
+    libc::AF_INET6,
+    libc::AF_NETLINK,
+];
 
 /// Socket types (the kernel's four-bit type field) refused on `AF_UNIX` while unix sockets are
 /// denied: the complement of the allow-list, stream and seqpacket. A stream socket refuses a
@@ -200,66 +205,102 @@ fn socket_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
     let ports_in_force = policy.network.tcp_connect.is_some() || policy.network.tcp_bind.is_some();
     let mut r = Vec::new();
     if network_denied {
-        r.push(rule("socket", SYS_socket, &[Arg::Ne32(0, UNIX_FAMILY)], EPERM,
-            "network mode denied: only AF_UNIX sockets may be created"));
+        r.push(rule(
+            "socket",
+            SYS_socket,
+            &[Arg::Ne32(0, UNIX_FAMILY)],
+            EPERM,
+            "network mode denied: only AF_UNIX sockets may be created",
+        ));
     } else {
-        let outside_allow_list: Vec<Arg> =
-            NETWORK_FAMILIES.iter().map(|&f| Arg::Ne32(0, f as u64)).collect();
-        r.push(rule("socket", SYS_socket, &outside_allow_list, EPERM,
-            "network enabled: only unix, inet, inet6 and netlink route; vsock, alg, key, packet, bluetooth, tipc, xdp and the rest reach kernel subsystems and hosts that networking does not need"));
-        r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, AF_NETLINK as u64), Arg::Ne32(2, NETLINK_ROUTE as u64)], EPERM,
-            "network enabled: netlink only for route queries; the other protocols (audit, sock_diag, uevent, generic, netfilter) administer or observe the host"));
+        let outside_allow_list: Vec<Arg> = NETWORK_FAMILIES
+            .iter()
+            .map(|&family| Arg::Ne32(0, family as u64))
+            .collect();
+        r.extend(vec![
+            rule("socket", SYS_socket, &outside_allow_list, EPERM,
+                "network enabled: only unix, inet, inet6 and netlink route; vsock, alg, key, packet, bluetooth, tipc, xdp and the rest reach kernel subsystems and hosts that networking does not need"),
+            rule("socket", SYS_socket, &[Arg::Eq32(0, AF_NETLINK as u64), Arg::Ne32(2, NETLINK_ROUTE as u64)], EPERM,
+                "network enabled: netlink only for route queries; the other protocols (audit, sock_diag, uevent, generic, netfilter) administer or observe the host"),
+        ]);
     }
     r.push(rule("socketpair", SYS_socketpair, &[Arg::Ne32(0, UNIX_FAMILY)], EPERM,
         "only unix socket pairs are local; the one other family with pairs (tipc) is a cluster network"));
     if !network_denied && ports_in_force {
         for family in [AF_INET as u64, AF_INET6 as u64] {
+            let is_family = Arg::Eq32(0, family);
             for (kind, reason) in INET_TYPES_REFUSED_UNDER_PORTS {
-                r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, family), Arg::Masked32(1, SOCK_TYPE_MASK, kind)], EPERM, reason));
+                let is_kind = Arg::Masked32(1, SOCK_TYPE_MASK, kind);
+                r.push(rule(
+                    "socket",
+                    SYS_socket,
+                    &[is_family, is_kind],
+                    EPERM,
+                    reason,
+                ));
             }
-            r.push(rule("socket", SYS_socket,
-                &[Arg::Eq32(0, family), Arg::Masked32(1, SOCK_TYPE_MASK, SOCK_STREAM as u64),
-                  Arg::Ne32(2, 0), Arg::Ne32(2, IPPROTO_TCP as u64)], EPERM,
+            let stream = Arg::Masked32(1, SOCK_TYPE_MASK, SOCK_STREAM as u64);
+            let (not_default, not_tcp) = (Arg::Ne32(2, 0), Arg::Ne32(2, IPPROTO_TCP as u64));
+            r.push(rule("socket", SYS_socket, &[is_family, stream, not_default, not_tcp], EPERM,
                 "TCP port lists: Landlock governs only protocol TCP; MPTCP, SCTP and SMC stream sockets would reach any port"));
         }
     }
     if !network_denied && policy.network.tcp_connect.is_some() {
         // The flags are a register argument of all three calls, and sendmmsg overwrites each
-        // message's msg_flags with it, so this is complete.
+        // message's msg_flags with it, so no message can carry the flag past the filter.
         let fastopen = MSG_FASTOPEN as u64;
-        r.push(rule("sendto", SYS_sendto, &[Arg::Masked32(3, fastopen, fastopen)], EPERM,
-            "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"));
-        r.push(rule("sendmsg", SYS_sendmsg, &[Arg::Masked32(2, fastopen, fastopen)], EPERM,
-            "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"));
-        r.push(rule("sendmmsg", SYS_sendmmsg, &[Arg::Masked32(3, fastopen, fastopen)], EPERM,
-            "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"));
+        r.extend(vec![
+            rule("sendto", SYS_sendto, &[Arg::Masked32(3, fastopen, fastopen)], EPERM,
+                "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"),
+            rule("sendmsg", SYS_sendmsg, &[Arg::Masked32(2, fastopen, fastopen)], EPERM,
+                "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"),
+            rule("sendmmsg", SYS_sendmmsg, &[Arg::Masked32(3, fastopen, fastopen)], EPERM,
+                "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"),
+        ]);
     }
     if !unix_denied {
         return r;
     }
+    let is_unix = Arg::Eq32(0, UNIX_FAMILY);
     if network_denied {
         // Every socket the command can create is AF_UNIX, so refusing these outright refuses
         // exactly the unix sockets, and keeps the path in the error.
-        r.push(rule("connect", SYS_connect, &[], EPERM,
-            "unix sockets denied: connecting could reach a socket outside the sandbox (docker, ssh-agent, D-Bus)"));
-        r.push(rule("sendto", SYS_sendto, &[Arg::NonZero64(4)], EPERM,
-            "unix sockets denied: a datagram with a destination could reach a socket outside the sandbox"));
-        r.push(rule("bind", SYS_bind, &[], EPERM,
-            "unix sockets denied: a bound name (path, abstract or autobind) is a socket a process outside could reach"));
-        r.push(rule("listen", SYS_listen, &[], EPERM,
-            "unix sockets denied: a listening unix socket is a server that processes outside could connect to"));
+        r.extend(vec![
+            rule("connect", SYS_connect, &[], EPERM,
+                "unix sockets denied: connecting could reach a socket outside the sandbox (docker, ssh-agent, D-Bus)"),
+            rule("sendto", SYS_sendto, &[Arg::NonZero64(4)], EPERM,
+                "unix sockets denied: a datagram with a destination could reach a socket outside the sandbox"),
+            rule("bind", SYS_bind, &[], EPERM,
+                "unix sockets denied: a bound name (path, abstract or autobind) is a socket a process outside could reach"),
+            rule("listen", SYS_listen, &[], EPERM,
+                "unix sockets denied: a listening unix socket is a server that processes outside could connect to"),
+        ]);
         for (kind, reason) in UNIX_TYPES_REFUSED {
-            r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, UNIX_FAMILY), Arg::Masked32(1, SOCK_TYPE_MASK, kind)], EPERM, reason));
+            let is_kind = Arg::Masked32(1, SOCK_TYPE_MASK, kind);
+            r.push(rule(
+                "socket",
+                SYS_socket,
+                &[is_unix, is_kind],
+                EPERM,
+                reason,
+            ));
         }
     } else {
         // With the network on, connect, bind and listen must work for TCP, so no unix socket
         // may be made. A stream or seqpacket pair can still be bound to a name, but it is
         // connected: listen() fails with EINVAL and a connecting client gets ECONNREFUSED.
-        r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, UNIX_FAMILY)], EPERM,
+        r.push(rule("socket", SYS_socket, &[is_unix], EPERM,
             "unix sockets denied: with the network enabled, connect cannot be filtered by family, so unix sockets cannot be created"));
     }
     for (kind, reason) in UNIX_TYPES_REFUSED {
-        r.push(rule("socketpair", SYS_socketpair, &[Arg::Eq32(0, UNIX_FAMILY), Arg::Masked32(1, SOCK_TYPE_MASK, kind)], EPERM, reason));
+        let is_kind = Arg::Masked32(1, SOCK_TYPE_MASK, kind);
+        r.push(rule(
+            "socketpair",
+            SYS_socketpair,
+            &[is_unix, is_kind],
+            EPERM,
+            reason,
+        ));
     }
     r
 }
@@ -818,17 +859,32 @@ mod socket_tests {
             let denied = policy(mode, UnixSockets::Deny, None, None);
             let allowed = policy(mode, UnixSockets::Allow, None, None);
             for kind in 0..16u64 {
-                let passes = kind == libc::SOCK_STREAM as u64 || kind == libc::SOCK_SEQPACKET as u64;
+                let passes =
+                    kind == libc::SOCK_STREAM as u64 || kind == libc::SOCK_SEQPACKET as u64;
                 for flags in FLAGS {
                     let args = [unix, kind | flags, 0, 0, 0, 0];
                     let pair = answer(&denied, libc::SYS_socketpair, args);
-                    assert_eq!(pair == EPERM_RET, !passes, "socketpair type {kind} {mode:?}");
+                    assert_eq!(
+                        pair == EPERM_RET,
+                        !passes,
+                        "socketpair type {kind} {mode:?}"
+                    );
                     let single = answer(&denied, libc::SYS_socket, args);
                     // With the network enabled no unix socket may be created at all.
                     let single_passes = passes && mode == NetworkMode::Denied;
-                    assert_eq!(single == EPERM_RET, !single_passes, "socket type {kind} {mode:?}");
-                    assert_eq!(answer(&allowed, libc::SYS_socketpair, args), libc::SECCOMP_RET_ALLOW);
-                    assert_eq!(answer(&allowed, libc::SYS_socket, args), libc::SECCOMP_RET_ALLOW);
+                    assert_eq!(
+                        single == EPERM_RET,
+                        !single_passes,
+                        "socket type {kind} {mode:?}"
+                    );
+                    assert_eq!(
+                        answer(&allowed, libc::SYS_socketpair, args),
+                        libc::SECCOMP_RET_ALLOW
+                    );
+                    assert_eq!(
+                        answer(&allowed, libc::SYS_socket, args),
+                        libc::SECCOMP_RET_ALLOW
+                    );
                 }
             }
         }
@@ -842,16 +898,40 @@ mod socket_tests {
         let enabled = policy(NetworkMode::Enabled, UnixSockets::Allow, None, None);
         for family in 0..64u64 {
             let args = [family, libc::SOCK_DGRAM as u64, 0, 0, 0, 0];
-            let passes = [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK]
-                .contains(&(family as i32));
-            assert_eq!(answer(&enabled, libc::SYS_socket, args) == EPERM_RET, !passes, "family {family}");
+            let passes = [
+                libc::AF_UNIX,
+                libc::AF_INET,
+                libc::AF_INET6,
+                libc::AF_NETLINK,
+            ]
+            .contains(&(family as i32));
+            assert_eq!(
+                answer(&enabled, libc::SYS_socket, args) == EPERM_RET,
+                !passes,
+                "family {family}"
+            );
             let pair_passes = family == libc::AF_UNIX as u64;
-            assert_eq!(answer(&enabled, libc::SYS_socketpair, args) == EPERM_RET, !pair_passes, "pair family {family}");
+            assert_eq!(
+                answer(&enabled, libc::SYS_socketpair, args) == EPERM_RET,
+                !pair_passes,
+                "pair family {family}"
+            );
         }
         for protocol in 0..32u64 {
-            let args = [libc::AF_NETLINK as u64, libc::SOCK_RAW as u64, protocol, 0, 0, 0];
+            let args = [
+                libc::AF_NETLINK as u64,
+                libc::SOCK_RAW as u64,
+                protocol,
+                0,
+                0,
+                0,
+            ];
             let passes = protocol == libc::NETLINK_ROUTE as u64;
-            assert_eq!(answer(&enabled, libc::SYS_socket, args) == EPERM_RET, !passes, "netlink {protocol}");
+            assert_eq!(
+                answer(&enabled, libc::SYS_socket, args) == EPERM_RET,
+                !passes,
+                "netlink {protocol}"
+            );
         }
     }
 
@@ -862,30 +942,58 @@ mod socket_tests {
         }
         let fastopen = libc::MSG_FASTOPEN as u64;
         for (connect, bind) in [(Some(vec![443]), None), (None, Some(vec![8080]))] {
-            let ports = policy(NetworkMode::Enabled, UnixSockets::Deny, connect.clone(), bind);
+            let ports = policy(
+                NetworkMode::Enabled,
+                UnixSockets::Deny,
+                connect.clone(),
+                bind,
+            );
             let open = policy(NetworkMode::Enabled, UnixSockets::Deny, None, None);
             for family in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
                 for kind in 0..16u64 {
                     for protocol in [0u64, 6, 17, 132, 256, 262] {
                         let args = [family, kind | FLAGS[1], protocol, 0, 0, 0];
                         let passes = kind == libc::SOCK_DGRAM as u64
-                            || (kind == libc::SOCK_STREAM as u64 && (protocol == 0 || protocol == 6));
+                            || (kind == libc::SOCK_STREAM as u64
+                                && (protocol == 0 || protocol == 6));
                         assert_eq!(
                             answer(&ports, libc::SYS_socket, args) == EPERM_RET,
                             !passes,
                             "family {family} type {kind} protocol {protocol}"
                         );
-                        assert_eq!(answer(&open, libc::SYS_socket, args), libc::SECCOMP_RET_ALLOW);
+                        assert_eq!(
+                            answer(&open, libc::SYS_socket, args),
+                            libc::SECCOMP_RET_ALLOW
+                        );
                     }
                 }
             }
             // Fast Open connects from sendto/sendmsg/sendmmsg; it only matters to the connect list.
-            let refused = if connect.is_some() { EPERM_RET } else { libc::SECCOMP_RET_ALLOW };
-            assert_eq!(answer(&ports, libc::SYS_sendto, [3, 0, 1, fastopen, 0, 0]), refused);
-            assert_eq!(answer(&ports, libc::SYS_sendmsg, [3, 0, fastopen, 0, 0, 0]), refused);
-            assert_eq!(answer(&ports, libc::SYS_sendmmsg, [3, 0, 1, fastopen, 0, 0]), refused);
-            assert_eq!(answer(&ports, libc::SYS_sendto, [3, 0, 1, 0, 0x7fff_0000, 0]), libc::SECCOMP_RET_ALLOW);
-            assert_eq!(answer(&ports, libc::SYS_sendmsg, [3, 0, 0, 0, 0, 0]), libc::SECCOMP_RET_ALLOW);
+            let refused = if connect.is_some() {
+                EPERM_RET
+            } else {
+                libc::SECCOMP_RET_ALLOW
+            };
+            assert_eq!(
+                answer(&ports, libc::SYS_sendto, [3, 0, 1, fastopen, 0, 0]),
+                refused
+            );
+            assert_eq!(
+                answer(&ports, libc::SYS_sendmsg, [3, 0, fastopen, 0, 0, 0]),
+                refused
+            );
+            assert_eq!(
+                answer(&ports, libc::SYS_sendmmsg, [3, 0, 1, fastopen, 0, 0]),
+                refused
+            );
+            assert_eq!(
+                answer(&ports, libc::SYS_sendto, [3, 0, 1, 0, 0x7fff_0000, 0]),
+                libc::SECCOMP_RET_ALLOW
+            );
+            assert_eq!(
+                answer(&ports, libc::SYS_sendmsg, [3, 0, 0, 0, 0, 0]),
+                libc::SECCOMP_RET_ALLOW
+            );
         }
     }
 
@@ -897,11 +1005,20 @@ mod socket_tests {
         let denied = policy(NetworkMode::Denied, UnixSockets::Deny, None, None);
         let allowed = policy(NetworkMode::Denied, UnixSockets::Allow, None, None);
         for nr in [libc::SYS_bind, libc::SYS_listen, libc::SYS_connect] {
-            assert_eq!(answer(&denied, nr, [3, 0x7fff_0000, 110, 0, 0, 0]), EPERM_RET);
-            assert_eq!(answer(&allowed, nr, [3, 0x7fff_0000, 110, 0, 0, 0]), libc::SECCOMP_RET_ALLOW);
+            assert_eq!(
+                answer(&denied, nr, [3, 0x7fff_0000, 110, 0, 0, 0]),
+                EPERM_RET
+            );
+            assert_eq!(
+                answer(&allowed, nr, [3, 0x7fff_0000, 110, 0, 0, 0]),
+                libc::SECCOMP_RET_ALLOW
+            );
         }
         // With the network enabled bind/listen serve TCP; unix sockets are refused at creation.
         let enabled = policy(NetworkMode::Enabled, UnixSockets::Deny, None, None);
-        assert_eq!(answer(&enabled, libc::SYS_bind, [3, 0x7fff_0000, 16, 0, 0, 0]), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(
+            answer(&enabled, libc::SYS_bind, [3, 0x7fff_0000, 16, 0, 0, 0]),
+            libc::SECCOMP_RET_ALLOW
+        );
     }
 }
