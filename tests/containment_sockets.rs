@@ -220,7 +220,7 @@ fn stream_and_seqpacket_pairs_work_and_address_no_one() {
     let seq_listener = Command::new(common::python())
         .arg("-c")
         .arg(format!(
-            "import socket, sys\nl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\nl.bind('\\0{abstract_seq}'); l.listen(4); l.settimeout(30)\nprint('listening', flush=True)\ntry:\n    l.accept(); print('accepted')\nexcept OSError: print('nothing')\n"
+            "import socket\nl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\nl.bind('\\0{abstract_seq}'); l.listen(4); l.settimeout(30)\nprint('listening', flush=True)\nwhile True:\n    said = l.accept()[0].recv(16).decode(); print(said, flush=True)\n    if said == 'outside': break\n"
         ))
         .stdout(Stdio::piped())
         .spawn()
@@ -239,7 +239,10 @@ print(attempt(lambda: a.sendmsg([b"s"], [], 0, {named:?})), b.recv(1).decode())
 print(attempt(lambda: sendmmsg(a, b"m", {named:?})), b.recv(1).decode())
 s, t = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
 print(attempt(lambda: s.sendmsg([b"x"], [], 0, {named:?})))
-print(attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).connect("\0{abstract_seq}")))
+def reach_listener():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect("\0{abstract_seq}"); s.send(b"inside")
+print(attempt(reach_listener))
 "#
     );
     let out = tree.py(&["--network", "denied"], &script);
@@ -261,17 +264,17 @@ print(attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).conne
         .recv(&mut [0u8; 16])
         .expect_err("nothing reached the named socket");
     assert_eq!(err.raw_os_error(), Some(libc::EAGAIN));
-    // Nothing connected to the outside seqpacket listener; the connection from outside shows
-    // that it was listening all along.
+    // Nothing from inside reached the outside seqpacket listener, which was listening all
+    // along: a client outside gets through.
     let probe = Command::new(common::python())
         .arg("-c")
         .arg(format!(
-            "import socket\nsocket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).connect('\\0{abstract_seq}')"
+            "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\ns.connect('\\0{abstract_seq}'); s.send(b'outside')"
         ))
         .status()
         .expect("connect from outside");
     assert!(probe.success());
-    assert_eq!(seq_listener.finish(), ["accepted"]);
+    assert_eq!(seq_listener.finish(), ["outside"]);
 }
 
 /// A child process whose stdout has been read up to a marker line.
