@@ -907,9 +907,7 @@ mod tests {
             ))
             .unwrap()
         };
-        let err = profile("\":cwd/link\"")
-            .resolve(&ctx(&cwd))
-            .unwrap_err();
+        let err = profile("\":cwd/link\"").resolve(&ctx(&cwd)).unwrap_err();
         match &err {
             ProfileError::PlantedLink { link, place, .. } => {
                 assert_eq!(link, &cwd.join("link"));

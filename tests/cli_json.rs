@@ -242,7 +242,10 @@ fn a_failing_command_is_told_which_secrets_were_withheld() {
 fn a_command_printing_a_fake_denial_gets_a_denial_marked_as_text_evidence() {
     let tree = Tree::new();
     let marker = tree.outside.join("never-written");
-    let line = format!("sh: 1: cannot create {}: Permission denied", marker.display());
+    let line = format!(
+        "sh: 1: cannot create {}: Permission denied",
+        marker.display()
+    );
     let (code, v) = json_run(
         &tree,
         &["--", "sh", "-c", &format!("echo '{line}' >&2; exit 2")],
@@ -259,8 +262,11 @@ fn an_exec_refused_before_the_command_ran_is_marked_as_the_helpers_record() {
     let tree = Tree::new();
     let program = tree.outside.join("prog");
     std::fs::write(&program, "#!/bin/sh\necho ran\n").unwrap();
-    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     std::fs::write(
         tree.cwd.join("narrow.toml"),
         "[filesystem]\nread = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc\"]\n",
@@ -268,9 +274,19 @@ fn an_exec_refused_before_the_command_ran_is_marked_as_the_helpers_record() {
     .unwrap();
     let (code, v) = json_run(
         &tree,
-        &["-p", "narrow.toml", "--no-snapshot", "--", program.to_str().unwrap()],
+        &[
+            "-p",
+            "narrow.toml",
+            "--no-snapshot",
+            "--",
+            program.to_str().unwrap(),
+        ],
     );
-    assert_eq!((code, v["outcome"].as_str()), (Some(126), Some("denied")), "{v}");
+    assert_eq!(
+        (code, v["outcome"].as_str()),
+        (Some(126), Some("denied")),
+        "{v}"
+    );
     assert_eq!(v["denials"][0]["operation"], "file_execute");
     assert_eq!(v["denials"][0]["target"], program.to_str().unwrap());
     assert_eq!(v["denials"][0]["evidence"], "helper_record");
@@ -278,7 +294,18 @@ fn an_exec_refused_before_the_command_ran_is_marked_as_the_helpers_record() {
     // The same program inside the readable roots runs: the refusal was the sandbox's.
     let (code, v) = json_run(
         &tree,
-        &["-r", tree.outside.to_str().unwrap(), "-p", "narrow.toml", "--", program.to_str().unwrap()],
+        &[
+            "-r",
+            tree.outside.to_str().unwrap(),
+            "-p",
+            "narrow.toml",
+            "--",
+            program.to_str().unwrap(),
+        ],
     );
-    assert_eq!((code, v["stdout"].as_str()), (Some(0), Some("ran\n")), "{v}");
+    assert_eq!(
+        (code, v["stdout"].as_str()),
+        (Some(0), Some("ran\n")),
+        "{v}"
+    );
 }

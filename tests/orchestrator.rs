@@ -347,9 +347,15 @@ async fn widen_refuses_a_path_that_leads_elsewhere_and_grants_an_existing_one_ex
     ));
     // All or nothing: one refused denial keeps the granted one out too.
     let fine = write_denial(format!("--writable {}", tree.outside.display()));
-    let missing = write_denial(format!("--writable {}", tree.root.join("missing").display()));
+    let missing = write_denial(format!(
+        "--writable {}",
+        tree.root.join("missing").display()
+    ));
     assert!(widen(&base, &[fine.clone(), missing]).is_err());
     let wider = widen(&base, &[fine]).unwrap();
     assert_eq!(wider.filesystem.write.last(), Some(&tree.outside));
-    assert_eq!(wider.filesystem.write.len(), base.filesystem.write.len() + 1);
+    assert_eq!(
+        wider.filesystem.write.len(),
+        base.filesystem.write.len() + 1
+    );
 }

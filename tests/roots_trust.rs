@@ -143,7 +143,10 @@ fn a_planted_link_in_the_middle_of_a_path_is_refused() {
             "--",
             "sh",
             "-c",
-            &format!("rm -r sub/deep && ln -s {} sub/deep", tree.outside.display()),
+            &format!(
+                "rm -r sub/deep && ln -s {} sub/deep",
+                tree.outside.display()
+            ),
         ],
     );
     assert_eq!(out.status.code(), Some(0), "run 1: {}", stderr(&out));
@@ -221,10 +224,7 @@ fn a_working_directory_linked_from_outside_every_writable_root_still_works() {
         std::fs::read_to_string(tree.outside.join("granted")).unwrap(),
         "ok\n"
     );
-    assert_eq!(
-        common::stdout(&out).trim(),
-        tree.outside.to_str().unwrap()
-    );
+    assert_eq!(common::stdout(&out).trim(), tree.outside.to_str().unwrap());
 }
 
 #[test]
@@ -234,7 +234,16 @@ fn a_planted_link_is_followed_when_the_profile_names_its_target_itself() {
     let outside = tree.outside.to_str().unwrap();
     let out = cordon_run(
         &tree,
-        &["-C", "frontend", "-w", outside, "--", "sh", "-c", "echo ok > named"],
+        &[
+            "-C",
+            "frontend",
+            "-w",
+            outside,
+            "--",
+            "sh",
+            "-c",
+            "echo ok > named",
+        ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
