@@ -764,7 +764,9 @@ impl Expander<'_> {
             (vec![self.cwd.to_path_buf()], rest)
         } else if let Some(rest) = token_rest(entry, ":tmp") {
             let mut bases = vec![PathBuf::from("/tmp")];
-            bases.extend(self.ctx.tmpdir.clone());
+            // A relative TMPDIR is taken from the working directory, as the plantable places
+            // take it, so that the root checked is the root granted.
+            bases.extend(self.ctx.tmpdir.as_ref().map(|t| self.cwd.join(t)));
             (bases, rest)
         } else if let Some(rest) = token_rest(entry, "~") {
             let home = self.ctx.home.clone().ok_or_else(|| ProfileError::NoHome {
