@@ -193,17 +193,19 @@ enum Prepared {
 
 /// Everything that can reject the request, before anything runs.
 fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
-    let cwd = match args.cwd {
-        Some(dir) => dir,
-        None => std::env::current_dir().context("cannot read the current directory")?,
+    let invoking_dir = std::env::current_dir().context("cannot read the current directory")?;
+    // Kept as given: the profile resolves it, refusing a symlink that a sandboxed command
+    // could have planted on the way (a canonical path here would already have followed it).
+    let cwd = match &args.cwd {
+        Some(dir) => invoking_dir.join(dir),
+        None => invoking_dir.clone(),
     };
     if !cwd.is_dir() {
         return Err(anyhow!(
             "working directory {:?} does not exist or is not a directory",
-            cwd
+            args.cwd.as_deref().unwrap_or(&cwd)
         ));
     }
-    let cwd = std::fs::canonicalize(&cwd).with_context(|| format!("working directory {cwd:?}"))?;
     let profile = match &args.profile {
         Some(spec) => PermissionProfile::load(spec)?,
         None => PermissionProfile::default_profile(),
@@ -219,7 +221,8 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     };
     let resolved = profile
         .with_overrides(&overrides)
-        .resolve(&ResolveContext::new(&cwd))?;
+        .resolve(&ResolveContext::new(&cwd).with_invoking_dir(&invoking_dir))?;
+    let cwd = resolved.cwd.clone();
     for note in &resolved.notes {
         tracing::info!("{note}");
     }

@@ -82,6 +82,7 @@ fn write_outside_writable_roots_is_a_denial_with_the_parent_as_fix() {
             target: Some("/etc/cordon-unit".into()),
             rule: "not under any writable root".into(),
             allow_with: "--writable /etc".into(),
+            evidence: EvidenceKind::Text,
         }]
     );
 }
@@ -312,9 +313,11 @@ fn denials_serialise_in_snake_case() {
         target: None,
         rule: "unix sockets denied".into(),
         allow_with: "--allow-unix-sockets".into(),
+        evidence: EvidenceKind::Text,
     };
     let json = serde_json::to_string(&d).unwrap();
     assert!(json.contains("\"unix_socket\""), "{json}");
+    assert!(json.contains("\"evidence\":\"text\""), "{json}");
     assert_eq!(serde_json::from_str::<Denial>(&json).unwrap(), d);
 }
 

@@ -17,8 +17,7 @@ pub struct Tree {
 
 impl Tree {
     pub fn new() -> Tree {
-        // CARGO_TARGET_TMPDIR is inside the project's target directory, not under /tmp.
-        let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+        let base = tempfile::tempdir_in(tree_parent()).expect("temp dir");
         let root = std::fs::canonicalize(base.path()).expect("canonical temp dir");
         let (cwd, home, outside) = (root.join("work"), root.join("home"), root.join("outside"));
         for dir in [&cwd, &home, &outside] {
@@ -77,6 +76,19 @@ impl Tree {
             .current_dir(&self.cwd)
             .output()
             .expect("spawn python")
+    }
+}
+
+/// Where private trees are made: inside the project's target directory, unless the clone
+/// itself lies under /tmp, which the default profile makes writable (and whose symlinks cordon
+/// does not trust); then /var/tmp, which no preset makes writable.
+fn tree_parent() -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let real = std::fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
+    if real.starts_with("/tmp") {
+        PathBuf::from("/var/tmp")
+    } else {
+        real
     }
 }
 
