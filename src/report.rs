@@ -82,6 +82,7 @@ fn sandbox(result: &ExecResult<Denial>) -> Value {
             "layers": receipt.layers,
             "landlock_abi": receipt.landlock_abi,
             "downgrades": receipt.downgrades,
+            "approximations": receipt.approximations,
             "unmediated": receipt.unmediated,
         }),
         // The helper never reported confinement (setup error, rejection): nothing ran.
