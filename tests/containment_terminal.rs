@@ -244,6 +244,10 @@ fn the_device_allow_list_and_listing_dev_keep_working() {
         "echo gone > /dev/null && head -c 8 /dev/urandom | wc -c && head -c 3 /dev/zero | od -An -tx1 \
          && ls /dev | grep -cx -e null -e pts -e shm && ls /dev/pts | grep -cx ptmx",
     ]);
+    // A limit, pinned: a new pseudo-terminal would need all of /dev/pts (Landlock checks the
+    // slave's path even for TIOCGPTPEER), so /dev/ptmx is not on the allow-list either.
+    let new_pty = tree.py(&[], "print(attempt(os.openpty))");
+    assert_eq!(lines(&new_pty), ["EACCES"], "{}", stderr(&new_pty));
     assert_eq!(
         stdout(&out)
             .split_whitespace()
@@ -280,6 +284,7 @@ def configure_reopened():
 results.append(attempt(configure))
 results.append(attempt(configure_reopened))
 results.append(attempt(lambda: reopen({other:?})))
+results.append(attempt(lambda: os.close(os.open({other:?}, os.O_RDONLY | os.O_NOCTTY))))
 print(" ".join(results))
 "#,
         given = given.path.display().to_string(),
@@ -291,7 +296,7 @@ print(" ".join(results))
     assert_eq!(
         seen,
         format!(
-            "direct\nvia /dev/stdout\nvia /proc/self/fd/1\nvia {}\nOK OK OK OK OK EACCES\n",
+            "direct\nvia /dev/stdout\nvia /proc/self/fd/1\nvia {}\nOK OK OK OK OK EACCES EACCES\n",
             given.path.display()
         )
     );
@@ -386,7 +391,7 @@ fn the_receipt_says_which_roots_were_narrowed() {
     assert_eq!(approximations.len(), 1, "{approximations:?}");
     assert_eq!(approximations[0]["rule"], "read:/");
     let effect = approximations[0]["effect"].as_str().unwrap_or_default();
-    assert!(effect.contains("leave out /dev"), "{effect}");
+    assert!(effect.contains("leave out /dev ("), "{effect}");
     assert!(effect.contains("entries created later directly in / are not covered"), "{effect}");
     // A root the exclusion does not touch is not narrowed.
     let out = tree.run(&["--json", "-p", "read-only", "-w", "/dev/shm", "--", "true"]);
@@ -396,4 +401,24 @@ fn the_receipt_says_which_roots_were_narrowed() {
         .map(|a| a.iter().filter_map(|x| x["rule"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(rules, ["read:/"]);
+}
+
+#[test]
+fn a_refused_device_is_reported_as_a_denial_with_its_fix() {
+    require_landlock!(1);
+    let tree = Tree::new();
+    let out = tree.run(&["--", "sh", "-c", "cat /dev/console"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out).lines().filter(|l| l.starts_with("cordon: denied")).collect::<Vec<_>>(),
+        ["cordon: denied read of /dev/console (under /dev, which the roots above it leave out: \
+          only the device allow-list and the terminal the command was given are granted; \
+          allow with --readable /dev/console)"],
+        "{}",
+        stderr(&out)
+    );
+    // Its counterpart: a device on the allow-list fails for its own reasons only.
+    let out = tree.run(&["--", "sh", "-c", "cat /dev/null"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("cordon: denied"), "{}", stderr(&out));
 }

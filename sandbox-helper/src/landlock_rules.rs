@@ -283,11 +283,16 @@ fn approximation(kind: &str, root: &Path, narrowed: &[PathBuf], excluded: &[&Pat
         .filter(|e| e.starts_with(root) && **e != root)
         .map(|e| e.display().to_string()));
     let dirs = list(&mut narrowed.iter().map(|d| d.display().to_string()));
+    let writes = if kind == "write" {
+        format!("; nothing can be created, removed or renamed directly in {dirs}")
+    } else {
+        String::new()
+    };
     Approximation {
         rule: format!("{kind}:{}", root.display()),
         effect: format!(
             "granted entry by entry to leave out {left_out} (Landlock cannot subtract rights \
-             beneath a root): entries created later directly in {dirs} are not covered"
+             beneath a root): entries created later directly in {dirs} are not covered{writes}"
         ),
     }
 }
@@ -542,6 +547,71 @@ fn ruleset_error<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> Setu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path_expansion::EntryKind;
+
+    fn policy(read: &[&str], write: &[&str]) -> SandboxPolicy {
+        let mut policy = SandboxPolicy::from_json(
+            r#"{"version":1,"filesystem":{},"network":{"mode":"denied"},
+                "enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#,
+        )
+        .unwrap();
+        policy.filesystem.read = read.iter().map(PathBuf::from).collect();
+        policy.filesystem.write = write.iter().map(PathBuf::from).collect();
+        policy
+    }
+
+    fn fake_root(dir: &Path) -> io::Result<Vec<Entry>> {
+        match dir.to_str() {
+            Some("/") => Ok(vec![
+                Entry::new("usr", EntryKind::Directory),
+                Entry::new("dev", EntryKind::Directory),
+                Entry::new("lib", EntryKind::Symlink),
+            ]),
+            _ => Err(io::Error::from(io::ErrorKind::NotFound)),
+        }
+    }
+
+    fn summary(plan: &FsPlan) -> Vec<(String, RuleAccess, bool)> {
+        plan.rules
+            .iter()
+            .map(|r| (r.path.display().to_string(), r.access, r.required))
+            .collect()
+    }
+
+    #[test]
+    fn a_root_above_dev_is_planned_around_it_and_named_devices_stay() {
+        let plan = plan_with(&policy(&["/"], &["/tmp", "/dev/shm"]), &mut fake_root).unwrap();
+        let mut expected: Vec<(String, RuleAccess, bool)> = vec![
+            ("/".into(), RuleAccess::Listing, true),
+            ("/usr".into(), RuleAccess::Read, false),
+            ("/tmp".into(), RuleAccess::Write, true),
+            ("/dev/shm".into(), RuleAccess::Write, true),
+        ];
+        expected.extend(DEVICE_FILES.iter().map(|d| (d.to_string(), RuleAccess::Device, false)));
+        assert_eq!(summary(&plan), expected);
+        assert_eq!(plan.approximations.len(), 1);
+        assert_eq!(plan.approximations[0].rule, "read:/");
+    }
+
+    #[test]
+    fn a_writable_root_above_dev_says_what_it_cannot_do() {
+        let plan = plan_with(&policy(&[], &["/"]), &mut fake_root).unwrap();
+        assert_eq!(plan.rules[0].access, RuleAccess::Listing);
+        assert_eq!(plan.rules[1].access, RuleAccess::Write);
+        let effect = &plan.approximations[0].effect;
+        assert!(effect.contains("nothing can be created, removed or renamed directly in /"));
+    }
+
+    #[test]
+    fn excluded_paths_for_denial_reports() {
+        let p = policy(&["/", "/dev/input"], &["/dev/shm"]);
+        assert!(excluded_from_roots(&p, Path::new("/dev/pts/3")));
+        assert!(excluded_from_roots(&p, Path::new("/dev/sda")));
+        assert!(!excluded_from_roots(&p, Path::new("/dev/null")));
+        assert!(!excluded_from_roots(&p, Path::new("/dev/input/event0")));
+        assert!(!excluded_from_roots(&p, Path::new("/dev/shm/x")));
+        assert!(!excluded_from_roots(&p, Path::new("/etc/passwd")));
+    }
 
     #[test]
     fn abi_is_capped_in_code_and_by_knob() {
