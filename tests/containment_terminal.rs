@@ -422,3 +422,41 @@ fn a_refused_device_is_reported_as_a_denial_with_its_fix() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("cordon: denied"), "{}", stderr(&out));
 }
+
+#[test]
+fn the_terminal_comes_back_when_the_run_is_cancelled() {
+    use std::io::BufRead;
+    require_landlock!(1);
+    let tree = Tree::new();
+    let pty = Pty::open();
+    pty.set_window(24, 80);
+    let script = format!(
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n{CHANGE_TERMINAL}\ntime.sleep(30)"
+    );
+    let mut child = tree
+        .cordon()
+        .args(["run", "--"])
+        .arg(python())
+        .arg("-c")
+        .arg(format!("{PROBE}\n{script}"))
+        .stdin(pty.slave_stdio())
+        .stdout(pty.slave_stdio())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cordon");
+    let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut first = String::new();
+    err.read_line(&mut first).expect("read stderr");
+    assert_eq!(first, "inside: echo=False 50x132\n");
+    assert_eq!((pty.echo(), pty.window()), (false, (50, 132)));
+    // The first SIGINT goes to the command (which ignores it), the second cancels the run.
+    let pid = child.id() as libc::pid_t;
+    for _ in 0..2 {
+        // SAFETY: kill with our own child's pid and a plain signal number.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let status = child.wait().expect("wait cordon");
+    assert_eq!(status.code(), Some(130));
+    assert_eq!((pty.echo(), pty.window()), (true, (24, 80)));
+}
