@@ -41,7 +41,8 @@ impl Pty {
             .to_string_lossy()
             .into_owned();
         // SAFETY: openpty just returned these descriptors and nothing else owns them.
-        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
         Pty {
             master,
             slave,
@@ -57,7 +58,10 @@ impl Pty {
         // SAFETY: termios is plain data; tcgetattr fills it in.
         let mut t: libc::termios = unsafe { std::mem::zeroed() };
         // SAFETY: as above, on a descriptor this struct owns.
-        assert_eq!(unsafe { libc::tcgetattr(self.slave.as_raw_fd(), &mut t) }, 0);
+        assert_eq!(
+            unsafe { libc::tcgetattr(self.slave.as_raw_fd(), &mut t) },
+            0
+        );
         t
     }
 
@@ -73,14 +77,20 @@ impl Pty {
             t.c_lflag &= !libc::ECHO;
         }
         // SAFETY: sets a termios read from the same terminal.
-        assert_eq!(unsafe { libc::tcsetattr(self.slave.as_raw_fd(), libc::TCSANOW, &t) }, 0);
+        assert_eq!(
+            unsafe { libc::tcsetattr(self.slave.as_raw_fd(), libc::TCSANOW, &t) },
+            0
+        );
     }
 
     fn window(&self) -> (u16, u16) {
         // SAFETY: winsize is plain data; TIOCGWINSZ fills it in.
         let mut w: libc::winsize = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        assert_eq!(unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCGWINSZ, &mut w) }, 0);
+        assert_eq!(
+            unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCGWINSZ, &mut w) },
+            0
+        );
         (w.ws_row, w.ws_col)
     }
 
@@ -92,7 +102,10 @@ impl Pty {
             ws_ypixel: 0,
         };
         // SAFETY: TIOCSWINSZ reads one winsize.
-        assert_eq!(unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &w) }, 0);
+        assert_eq!(
+            unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &w) },
+            0
+        );
     }
 
     /// Types `text` into the terminal, as a person at its keyboard would.
@@ -106,7 +119,13 @@ impl Pty {
 fn read_available(fd: &OwnedFd) -> String {
     let raw = fd.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own, setting a status flag only.
-    unsafe { libc::fcntl(raw, libc::F_SETFL, libc::fcntl(raw, libc::F_GETFL) | libc::O_NONBLOCK) };
+    unsafe {
+        libc::fcntl(
+            raw,
+            libc::F_SETFL,
+            libc::fcntl(raw, libc::F_GETFL) | libc::O_NONBLOCK,
+        )
+    };
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -162,7 +181,11 @@ fn another_terminal_is_refused_and_its_keystrokes_stay_unread() {
     assert_eq!(lines(&control), ["OK"], "{}", stderr(&control));
     // The victim's descriptor as the test process holds it, through /proc: another route to
     // the same terminal.
-    let via_proc = format!("/proc/{}/fd/{}", std::process::id(), victim.slave.as_raw_fd());
+    let via_proc = format!(
+        "/proc/{}/fd/{}",
+        std::process::id(),
+        victim.slave.as_raw_fd()
+    );
     for profile in [&[][..], &["-p", "read-only"][..]] {
         let script = format!(
             "{}\n{}",
@@ -170,7 +193,12 @@ fn another_terminal_is_refused_and_its_keystrokes_stay_unread() {
             open_script(Path::new(&via_proc))
         );
         let out = tree.py(profile, &script);
-        assert_eq!(lines(&out), ["EACCES", "EACCES"], "{profile:?}: {}", stderr(&out));
+        assert_eq!(
+            lines(&out),
+            ["EACCES", "EACCES"],
+            "{profile:?}: {}",
+            stderr(&out)
+        );
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     }
     // Checked from outside: the line typed into the victim terminal is still there, unread.
@@ -196,11 +224,17 @@ fn a_block_device() -> Option<PathBuf> {
 fn consoles_disks_input_devices_and_others_shm_are_refused() {
     require_landlock!(1);
     let tree = Tree::new();
-    let mut targets: Vec<PathBuf> = ["/dev/console", "/dev/tty1", "/dev/vcs", "/dev/ttyS0", "/dev/kmsg"]
-        .iter()
-        .map(PathBuf::from)
-        .filter(|p| p.exists())
-        .collect();
+    let mut targets: Vec<PathBuf> = [
+        "/dev/console",
+        "/dev/tty1",
+        "/dev/vcs",
+        "/dev/ttyS0",
+        "/dev/kmsg",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .filter(|p| p.exists())
+    .collect();
     assert!(
         targets.iter().any(|p| p.ends_with("console")),
         "/dev/console is missing: this machine cannot show the refusal"
@@ -210,7 +244,12 @@ fn consoles_disks_input_devices_and_others_shm_are_refused() {
         None => eprintln!("SKIPPED part: no block device under /sys/block that root can open here"),
     }
     let inputs: Vec<PathBuf> = fs::read_dir("/dev/input")
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| !p.is_dir()).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| !p.is_dir())
+                .collect()
+        })
         .unwrap_or_default();
     match inputs.first() {
         Some(input) => targets.push(input.clone()),
@@ -228,9 +267,24 @@ fn consoles_disks_input_devices_and_others_shm_are_refused() {
     let read_only = tree.py(&["-p", "read-only"], &script);
     let _ = fs::remove_file(&shm);
     // Control: root outside the sandbox opens every one of them.
-    assert_eq!(lines(&control), vec!["OK"; targets.len()], "{targets:?} {}", stderr(&control));
-    assert_eq!(lines(&inside), vec!["EACCES"; targets.len()], "{targets:?} {}", stderr(&inside));
-    assert_eq!(lines(&read_only), vec!["EACCES"; targets.len()], "{targets:?} {}", stderr(&read_only));
+    assert_eq!(
+        lines(&control),
+        vec!["OK"; targets.len()],
+        "{targets:?} {}",
+        stderr(&control)
+    );
+    assert_eq!(
+        lines(&inside),
+        vec!["EACCES"; targets.len()],
+        "{targets:?} {}",
+        stderr(&inside)
+    );
+    assert_eq!(
+        lines(&read_only),
+        vec!["EACCES"; targets.len()],
+        "{targets:?} {}",
+        stderr(&read_only)
+    );
 }
 
 #[test]
@@ -249,9 +303,7 @@ fn the_device_allow_list_and_listing_dev_keep_working() {
     let new_pty = tree.py(&[], "print(attempt(os.openpty))");
     assert_eq!(lines(&new_pty), ["EACCES"], "{}", stderr(&new_pty));
     assert_eq!(
-        stdout(&out)
-            .split_whitespace()
-            .collect::<Vec<_>>(),
+        stdout(&out).split_whitespace().collect::<Vec<_>>(),
         ["8", "00", "00", "00", "3", "1"],
         "{}",
         stderr(&out)
@@ -323,11 +375,17 @@ fn devices_the_profile_names_are_granted_as_named() {
 
     let shm_name = format!("cordon-test-w-{}", std::process::id());
     let shm = Path::new("/dev/shm").join(&shm_name);
-    let script = format!("open({:?}, 'w').write('made inside')", shm.display().to_string());
+    let script = format!(
+        "open({:?}, 'w').write('made inside')",
+        shm.display().to_string()
+    );
     let denied = tree.py(&[], &format!("print(attempt(lambda: {script}))"));
     assert_eq!(lines(&denied), ["EACCES"], "{}", stderr(&denied));
     assert!(!shm.exists());
-    let allowed = tree.py(&["-w", "/dev/shm"], &format!("print(attempt(lambda: {script}))"));
+    let allowed = tree.py(
+        &["-w", "/dev/shm"],
+        &format!("print(attempt(lambda: {script}))"),
+    );
     let content = fs::read_to_string(&shm);
     let _ = fs::remove_file(&shm);
     assert_eq!(lines(&allowed), ["OK"], "{}", stderr(&allowed));
@@ -368,7 +426,11 @@ fn echo_and_window_size_are_restored_when_cordon_returns() {
 
     let out = py_on_terminal(&tree, &pty, &[], CHANGE_TERMINAL);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).starts_with("inside: echo=False 50x132\n"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("inside: echo=False 50x132\n"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!((pty.echo(), pty.window()), (true, (24, 80)));
 
     // A timeout kills the command mid-way; the terminal still comes back.
@@ -377,7 +439,11 @@ fn echo_and_window_size_are_restored_when_cordon_returns() {
     let out = py_on_terminal(&tree, &pty, &["--timeout", "2s"], &script);
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     assert!(start.elapsed() < std::time::Duration::from_secs(20));
-    assert!(stderr(&out).starts_with("inside: echo=False 50x132\n"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("inside: echo=False 50x132\n"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!((pty.echo(), pty.window()), (true, (24, 80)));
 }
 
@@ -392,7 +458,10 @@ fn the_receipt_says_which_roots_were_narrowed() {
     assert_eq!(approximations[0]["rule"], "read:/");
     let effect = approximations[0]["effect"].as_str().unwrap_or_default();
     assert!(effect.contains("leave out /dev ("), "{effect}");
-    assert!(effect.contains("entries created later directly in / are not covered"), "{effect}");
+    assert!(
+        effect.contains("entries created later directly in / are not covered"),
+        "{effect}"
+    );
     // A root the exclusion does not touch is not narrowed.
     let out = tree.run(&["--json", "-p", "read-only", "-w", "/dev/shm", "--", "true"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON object");
@@ -410,10 +479,15 @@ fn a_refused_device_is_reported_as_a_denial_with_its_fix() {
     let out = tree.run(&["--", "sh", "-c", "cat /dev/console"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
-        stderr(&out).lines().filter(|l| l.starts_with("cordon: denied")).collect::<Vec<_>>(),
-        ["cordon: denied read of /dev/console (under /dev, which the roots above it leave out: \
+        stderr(&out)
+            .lines()
+            .filter(|l| l.starts_with("cordon: denied"))
+            .collect::<Vec<_>>(),
+        [
+            "cordon: denied read of /dev/console (under /dev, which the roots above it leave out: \
           only the device allow-list and the terminal the command was given are granted; \
-          allow with --readable /dev/console)"],
+          allow with --readable /dev/console)"
+        ],
         "{}",
         stderr(&out)
     );

@@ -238,13 +238,12 @@ pub fn plan_with(
         .chain(fs.write.iter().map(|p| (p, RuleAccess::Write, "write")));
     let mut out = FsPlan::default();
     for (root, access, kind) in roots {
-        let expansion =
-            path_expansion::expand(root, &excluded, list).map_err(|source| {
-                SetupError::LandlockPath {
-                    path: root.clone(),
-                    source,
-                }
-            })?;
+        let expansion = path_expansion::expand(root, &excluded, list).map_err(|source| {
+            SetupError::LandlockPath {
+                path: root.clone(),
+                source,
+            }
+        })?;
         for grant in expansion.grants {
             out.rules.push(match grant {
                 // The root itself is required; entries found by listing may vanish.
@@ -276,12 +275,19 @@ pub fn plan_with(
     Ok(out)
 }
 
-fn approximation(kind: &str, root: &Path, narrowed: &[PathBuf], excluded: &[&Path]) -> Approximation {
+fn approximation(
+    kind: &str,
+    root: &Path,
+    narrowed: &[PathBuf],
+    excluded: &[&Path],
+) -> Approximation {
     let list = |paths: &mut dyn Iterator<Item = String>| paths.collect::<Vec<_>>().join(", ");
-    let left_out = list(&mut excluded
-        .iter()
-        .filter(|e| e.starts_with(root) && **e != root)
-        .map(|e| e.display().to_string()));
+    let left_out = list(
+        &mut excluded
+            .iter()
+            .filter(|e| e.starts_with(root) && **e != root)
+            .map(|e| e.display().to_string()),
+    );
     let dirs = list(&mut narrowed.iter().map(|d| d.display().to_string()));
     let writes = if kind == "write" {
         format!("; nothing can be created, removed or renamed directly in {dirs}")
@@ -448,8 +454,7 @@ fn add_inherited_terminal_rules(
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: fstat writes into `st`, a valid stat buffer; `fd` is only an integer and a
         // closed one fails with EBADF.
-        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFCHR
-        {
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFCHR {
             continue;
         }
         // SAFETY: isatty only queries the descriptor.
@@ -587,7 +592,11 @@ mod tests {
             ("/tmp".into(), RuleAccess::Write, true),
             ("/dev/shm".into(), RuleAccess::Write, true),
         ];
-        expected.extend(DEVICE_FILES.iter().map(|d| (d.to_string(), RuleAccess::Device, false)));
+        expected.extend(
+            DEVICE_FILES
+                .iter()
+                .map(|d| (d.to_string(), RuleAccess::Device, false)),
+        );
         assert_eq!(summary(&plan), expected);
         assert_eq!(plan.approximations.len(), 1);
         assert_eq!(plan.approximations[0].rule, "read:/");

@@ -302,7 +302,10 @@ mod tests {
             ["/", "/home", "/home/a"].map(PathBuf::from).to_vec()
         );
         // /dev is excluded whole, so /dev/pts beneath it costs nothing more.
-        assert_eq!(listed, ["/", "/home", "/home/a"].map(PathBuf::from).to_vec());
+        assert_eq!(
+            listed,
+            ["/", "/home", "/home/a"].map(PathBuf::from).to_vec()
+        );
     }
 
     #[test]

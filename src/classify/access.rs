@@ -196,6 +196,16 @@ pub(crate) fn mode_refuses_read(path: &Path) -> Option<bool> {
     Some(bits & 0o4 == 0)
 }
 
+/// A device node (or other path under `/dev`) that a root above `/dev` does not grant.
+fn device_verdict(allow_with: &str) -> Verdict {
+    Verdict {
+        rule: "under /dev, which the roots above it leave out: only the device allow-list and \
+               the terminal the command was given are granted"
+            .into(),
+        allow_with: allow_with.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,12 +241,3 @@ mod tests {
     }
 }
 
-/// A device node (or other path under `/dev`) that a root above `/dev` does not grant.
-fn device_verdict(allow_with: &str) -> Verdict {
-    Verdict {
-        rule: "under /dev, which the roots above it leave out: only the device allow-list and \
-               the terminal the command was given are granted"
-            .into(),
-        allow_with: allow_with.to_owned(),
-    }
-}
