@@ -235,10 +235,9 @@ fn consoles_disks_input_devices_and_others_shm_are_refused() {
     .map(PathBuf::from)
     .filter(|p| p.exists())
     .collect();
-    assert!(
-        targets.iter().any(|p| p.ends_with("console")),
-        "/dev/console is missing: this machine cannot show the refusal"
-    );
+    if targets.is_empty() {
+        eprintln!("SKIPPED part: no console, virtual terminal, vcs, serial tty or kmsg node here");
+    }
     match a_block_device() {
         Some(disk) => targets.push(disk),
         None => eprintln!("SKIPPED part: no block device under /sys/block that root can open here"),
@@ -476,18 +475,20 @@ fn the_receipt_says_which_roots_were_narrowed() {
 fn a_refused_device_is_reported_as_a_denial_with_its_fix() {
     require_landlock!(1);
     let tree = Tree::new();
-    let out = tree.run(&["--", "sh", "-c", "cat /dev/console"]);
+    let victim = Pty::open();
+    let name = victim.path.display().to_string();
+    let out = tree.run(&["--timeout", "10s", "--", "sh", "-c", &format!("cat {name}")]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out)
             .lines()
             .filter(|l| l.starts_with("cordon: denied"))
             .collect::<Vec<_>>(),
-        [
-            "cordon: denied read of /dev/console (under /dev, which the roots above it leave out: \
-          only the device allow-list and the terminal the command was given are granted; \
-          allow with --readable /dev/console)"
-        ],
+        [format!(
+            "cordon: denied read of {name} (under /dev, which the roots above it leave out: \
+             only the device allow-list and the terminal the command was given are granted; \
+             allow with --readable {name})"
+        )],
         "{}",
         stderr(&out)
     );

@@ -240,4 +240,3 @@ mod tests {
         assert!(resolved.ends_with("x"));
     }
 }
-
