@@ -341,16 +341,19 @@ print(" ".join(results))
         given = given.path.display().to_string(),
         other = other.path.display().to_string(),
     );
-    let out = py_on_terminal(&tree, &given, &[], &script);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let seen = read_available(&given.master);
-    assert_eq!(
-        seen,
-        format!(
-            "direct\nvia /dev/stdout\nvia /proc/self/fd/1\nvia {}\nOK OK OK OK OK EACCES EACCES\n",
-            given.path.display()
-        )
-    );
+    for profile in [&[][..], &["-p", "read-only"][..]] {
+        let out = py_on_terminal(&tree, &given, profile, &script);
+        assert_eq!(out.status.code(), Some(0), "{profile:?}: {}", stderr(&out));
+        let seen = read_available(&given.master);
+        assert_eq!(
+            seen,
+            format!(
+                "direct\nvia /dev/stdout\nvia /proc/self/fd/1\nvia {}\nOK OK OK OK OK EACCES EACCES\n",
+                given.path.display()
+            ),
+            "{profile:?}"
+        );
+    }
     // From outside: nothing reached the other terminal.
     assert_eq!(read_available(&other.master), "");
 }
