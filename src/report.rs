@@ -73,6 +73,7 @@ fn sandbox(result: &ExecResult<Denial>) -> Value {
                 "restriction": "sandbox",
                 "reason": "full-access profile: the command ran without any sandbox",
             }],
+            "approximations": [],
             "unmediated": [],
         });
     }
@@ -91,6 +92,7 @@ fn sandbox(result: &ExecResult<Denial>) -> Value {
             "layers": [],
             "landlock_abi": 0,
             "downgrades": [],
+            "approximations": [],
             "unmediated": [],
         }),
     }
