@@ -21,6 +21,7 @@ use cordon::snapshot::CachedSnapshot;
 
 mod report;
 mod snapshot_cli;
+mod terminal;
 mod units;
 
 use snapshot_cli::{use_cached_snapshot, SnapshotCommand};
@@ -175,6 +176,9 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Prepared::Printed => return Ok(ExitCode::SUCCESS),
         Prepared::Run(request, snapshot) => (request, snapshot),
     };
+    // Held until `run` returns, however it returns: the command may leave the terminal it
+    // inherited with echo off or another window size, and a shell would put them back.
+    let _terminal = terminal::SavedTerminals::save();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -156,6 +156,7 @@ pub struct Env {
     argv: Vec<CString>,
     parent: libc::pid_t,
     landlock_abi: u32,
+    fs_plan: landlock_rules::FsPlan,
     downgrades: Vec<Downgrade>,
     seccomp: BpfProgram,
 }
@@ -207,8 +208,15 @@ impl Env {
         refuse_if_required(policy.enforcement.missing_layer, &layer_downgrades)?;
         refuse_if_required(policy.enforcement.carve_outs, &carve_out_downgrades)?;
 
+        // Reads only the few directories above an excluded path; nothing is changed yet.
+        let fs_plan = if landlock_abi > 0 {
+            landlock_rules::plan(&policy)?
+        } else {
+            landlock_rules::FsPlan::default()
+        };
         let seccomp = syscall_rules::compile(&syscall_rules::rules(&policy))?;
         Ok(Env {
+            fs_plan,
             policy,
             status,
             keep_fds,
@@ -256,7 +264,11 @@ impl Env {
         // Landlock before seccomp: building the ruleset uses landlock_* system calls and opens
         // paths, which the seccomp filter need not then allow for.
         let mut layers = vec![Layer::Capabilities, Layer::NoNewPrivs];
-        layers.extend(landlock_rules::apply(&self.policy, self.landlock_abi)?);
+        layers.extend(landlock_rules::apply(
+            &self.policy,
+            self.landlock_abi,
+            &self.fs_plan,
+        )?);
         // Seccomp last among the restrictions, so that its filters need not allow what setup does.
         syscall_rules::install(&self.seccomp)?;
         layers.push(Layer::Seccomp);
@@ -279,6 +291,7 @@ impl Env {
             layers,
             landlock_abi: self.landlock_abi,
             downgrades: self.downgrades.clone(),
+            approximations: self.fs_plan.approximations.clone(),
             unmediated: UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
         }))?;
         Ok(())

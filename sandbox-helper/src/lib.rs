@@ -14,6 +14,7 @@
 pub mod confine;
 pub mod error;
 pub mod landlock_rules;
+pub mod path_expansion;
 pub mod policy;
 pub mod process;
 pub mod status;
