@@ -490,7 +490,7 @@ fn a_refused_device_is_reported_as_a_denial_with_its_fix() {
         [format!(
             "cordon: denied read of {name} (under /dev, which the roots above it leave out: \
              only the device allow-list and the terminal the command was given are granted; \
-             allow with --readable {name})"
+             allow with --readable {name}) (from the command's output)"
         )],
         "{}",
         stderr(&out)
