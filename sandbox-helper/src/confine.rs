@@ -207,7 +207,10 @@ impl Env {
         refuse_if_required(policy.enforcement.missing_layer, &layer_downgrades)?;
         refuse_if_required(policy.enforcement.carve_outs, &carve_out_downgrades)?;
 
-        let seccomp = syscall_rules::compile(&syscall_rules::rules(&policy))?;
+        // Read here, not after confinement: the command keeps this pid across execve, and the
+        // process rules may let it act on itself by pid only if they know the pid.
+        let scope = syscall_rules::ProcessScope::of_this_process();
+        let seccomp = syscall_rules::compile(&syscall_rules::rules_for(&policy, &scope))?;
         Ok(Env {
             policy,
             status,
