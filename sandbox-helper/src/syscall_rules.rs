@@ -816,6 +816,128 @@ mod tests {
         }
     }
 
+    /// The process, IPC and mode rules compare pids, `which` selectors, flags and modes in
+    /// arguments 0 to 3. Every pair of those positions takes every interesting value (the
+    /// others held at 0 or all ones), for every scope the helper can be in.
+    #[test]
+    fn process_ipc_and_mode_conditions_compile_as_the_table_says() {
+        let native = match std::env::consts::ARCH {
+            "x86_64" => 0xc000_003e,
+            "aarch64" => 0xc000_00b7,
+            _ => return,
+        };
+        let own: u32 = 4242;
+        let values: Vec<u64> = vec![
+            0,
+            1,
+            2,
+            3,
+            SCHED_CORE_OPTION,
+            u64::from(own),
+            u64::from(own) | (1 << 32),
+            777,
+            u64::MAX,
+            0o4755,
+            0o2755,
+            0o6000,
+            0o1777,
+            0o755,
+            (libc::S_IFREG | 0o4755) as u64,
+            (libc::O_CREAT | libc::O_WRONLY) as u64,
+            libc::O_TMPFILE as u64 | libc::O_RDWR as u64,
+            libc::O_DIRECTORY as u64,
+        ];
+        let scopes = [
+            ProcessScope::UNKNOWN,
+            ProcessScope {
+                own_pid: Some(own),
+                leads_session: true,
+            },
+            ProcessScope {
+                own_pid: Some(own),
+                leads_session: false,
+            },
+        ];
+        for scope in scopes {
+            let rules = rules_for(&policy(NetworkMode::Denied, UnixSockets::Deny), &scope);
+            let program = compile(&rules).unwrap();
+            let ruled: BTreeSet<u32> = rules.iter().map(|r| r.nr as u32).collect();
+            for nr in 0..600u32 {
+                // Calls without rules are checked on one pair; they only pass the search.
+                let pairs: &[(usize, usize)] = if ruled.contains(&nr) {
+                    &[(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+                } else {
+                    &[(0, 2)]
+                };
+                for &(i, j) in pairs {
+                    for background in [0, u64::MAX] {
+                        for &vi in &values {
+                            for &vj in &values {
+                                let mut args = [background; 6];
+                                args[i] = vi;
+                                args[j] = vj;
+                                assert_eq!(
+                                    run(&program, native, nr, args),
+                                    oracle(&rules, nr, args),
+                                    "nr {nr} args {args:x?} ({scope:?})"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn other_processes_are_refused_and_the_own_ones_allowed() {
+        let own = 4242;
+        let scope = ProcessScope {
+            own_pid: Some(own),
+            leads_session: true,
+        };
+        let rules = rules_for(&policy(NetworkMode::Denied, UnixSockets::Deny), &scope);
+        let nr = |name: &str| rules.iter().find(|r| r.syscall == name).unwrap().nr as u32;
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let new_limit = 0x7fff_1000;
+        let own = u64::from(own);
+        let cases: [(&str, [u64; 6], u32); 14] = [
+            ("prlimit64", [0, 0, new_limit, 0, 0, 0], allow),
+            ("prlimit64", [own, 0, new_limit, 0, 0, 0], allow),
+            ("prlimit64", [777, 0, new_limit, 0, 0, 0], eperm),
+            ("prlimit64", [777, 0, 0, new_limit, 0, 0], allow),
+            ("setpriority", [PRIO_PROCESS_WHICH, 0, 5, 0, 0, 0], allow),
+            ("setpriority", [PRIO_PROCESS_WHICH, 777, 5, 0, 0, 0], eperm),
+            ("setpriority", [PRIO_PGRP_WHICH, own, 5, 0, 0, 0], allow),
+            ("setpriority", [PRIO_USER_WHICH, 0, 5, 0, 0, 0], eperm),
+            ("ioprio_set", [IOPRIO_USER_WHICH, 0, 0, 0, 0, 0], eperm),
+            ("sched_setaffinity", [own, 8, 0, 0, 0, 0], allow),
+            ("sched_setaffinity", [own + 1, 8, 0, 0, 0, 0], eperm),
+            ("fchmod", [3, 0o4755, 0, 0, 0, 0], eperm),
+            ("fchmod", [3, 0o1755, 0, 0, 0, 0], allow),
+            ("openat", [0, 0, libc::O_CREAT as u64, 0o2755, 0, 0], eperm),
+        ];
+        let program = compile(&rules).unwrap();
+        let native = match std::env::consts::ARCH {
+            "x86_64" => 0xc000_003e,
+            "aarch64" => 0xc000_00b7,
+            _ => return,
+        };
+        for (name, args, expected) in cases {
+            assert_eq!(oracle(&rules, nr(name), args), expected, "{name} {args:?}");
+            assert_eq!(run(&program, native, nr(name), args), expected, "{name} {args:?}");
+        }
+        // Without the session, no process group is the command's own.
+        let alone = ProcessScope {
+            leads_session: false,
+            ..scope
+        };
+        let rules = rules_for(&policy(NetworkMode::Denied, UnixSockets::Deny), &alone);
+        let args = [PRIO_PGRP_WHICH, 0, 5, 0, 0, 0];
+        assert_eq!(oracle(&rules, nr("setpriority"), args), eperm);
+    }
+
     #[test]
     fn every_rule_has_a_reason_and_compiles() {
         for mode in [NetworkMode::Denied, NetworkMode::Enabled] {
