@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::capture::{CappedBuffer, Captured};
 use super::env::PreparedEnv;
 use super::outcome::{ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind};
+use super::supervisor_guard::{self, CoreLimit};
 use super::{Config, ExecEvent, ExecRequest, StdinSource};
 
 /// Size of one read from a pipe; the pipe buffer is 64 KiB by default.
@@ -73,7 +74,20 @@ pub(super) async fn run(
         return result;
     }
 
-    let (command, status_pipe, passed) = match build_command(config, &request, &env) {
+    let core_limit = match supervisor_guard::guard_supervisor() {
+        Ok(limit) => limit,
+        Err(e) => {
+            result.outcome = Outcome::SetupError {
+                step: SetupStep::Parent(ParentStep::SpawnHelper),
+                errno: e.raw_os_error(),
+                message: format!(
+                    "cannot keep this process's memory from the command (not dumpable, no core dump): {e}"
+                ),
+            };
+            return result;
+        }
+    };
+    let (command, status_pipe, passed) = match build_command(config, &request, &env, core_limit) {
         Ok(built) => built,
         Err(e) => {
             result.outcome = spawn_failure(&e, &result);
@@ -266,7 +280,12 @@ type Built = (
 );
 
 /// The command to spawn, see [`Built`].
-fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> io::Result<Built> {
+fn build_command(
+    config: &Config,
+    request: &ExecRequest,
+    env: &PreparedEnv,
+    core_limit: CoreLimit,
+) -> io::Result<Built> {
     let (mut command, status, passed) = match (&request.policy, &config.helper) {
         (Some(policy), Some(helper)) => {
             let launch = helper
@@ -324,6 +343,11 @@ fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> i
             }
             Ok(())
         });
+    }
+    // SAFETY: the closure calls only getrlimit and setrlimit, which are async-signal-safe, and
+    // allocates nothing. The supervisor lowered its own core limit; the command gets the caller's.
+    unsafe {
+        command.pre_exec(move || core_limit.restore_in_child());
     }
     Ok((command, status, passed))
 }
