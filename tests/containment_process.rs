@@ -145,17 +145,31 @@ fn observe(pid: u32) -> Observed {
     }
 }
 
-/// A process outside the sandbox, leading its own process group, killed on drop.
+/// A process outside the sandbox, leading its own process group, killed on drop. It runs as
+/// the test's user with no capabilities, as every process of an ordinary user does: the
+/// capability LSM already protects a target holding capabilities the caller lacks from
+/// setpriority, sched_* and ioprio_set (not from prlimit64), and such a target would hide a
+/// missing rule.
 struct Outsider(Child);
 
 impl Outsider {
     fn start() -> Outsider {
-        let child = Command::new("sleep")
-            .arg("60")
-            .process_group(0)
-            .spawn()
-            .expect("spawn sleep");
-        Outsider(child)
+        let mut command = Command::new("sleep");
+        command.arg("60").process_group(0);
+        // SAFETY: prctl is async-signal-safe and takes integers only. Emptying the bounding set
+        // makes root's execve grant no capabilities; without CAP_SETPCAP it fails with EPERM,
+        // and then the process had no capabilities to begin with.
+        unsafe {
+            command.pre_exec(|| {
+                for cap in 0..64 {
+                    if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                        break;
+                    }
+                }
+                Ok(())
+            });
+        }
+        Outsider(command.spawn().expect("spawn sleep"))
     }
     fn pid(&self) -> u32 {
         self.0.id()
