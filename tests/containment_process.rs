@@ -808,3 +808,48 @@ fn copying_tools_keep_working_without_the_setuid_bit() {
     assert_eq!(mode_of(&cwd.join("installed-755")), 0o755);
     assert_eq!(mode_of(&source), 0o4755);
 }
+
+/// The ptrace-gated calls are refused by seccomp itself: under `enforcement = "report"` on a
+/// kernel without Landlock (simulated with the ABI knob), nothing else would stop them.
+#[test]
+fn ptrace_gated_calls_are_refused_without_landlock_too() {
+    let tree = Tree::new();
+    std::fs::write(
+        tree.cwd.join("no-landlock.toml"),
+        "extends = \"workspace-write\"\nenforcement = \"report\"\n",
+    )
+    .expect("write profile");
+    let outsider = Outsider::start();
+    let before = observe(outsider.pid());
+    let script = format!(
+        r#"{calls}
+P = {pid}
+print(sys("migrate_pages", P, 64, CPU0, CPU0), sys("move_pages", P, 0, None, None, None, 0))
+pidfd = libc.syscall(NR["pidfd_open"], ctypes.c_long(P), ctypes.c_long(0))
+iov = (ctypes.c_uint64 * 2)(0, 4096)
+print(sys("process_madvise", pidfd, ctypes.byref(iov), 1, 20, 0), sys("pidfd_getfd", pidfd, 1, 0))
+print(sys("prlimit64", P, resource.RLIMIT_CPU, limit(1, 1), None), sys("setpriority", os.PRIO_PROCESS, P, 19))
+"#,
+        calls = raw_calls(),
+        pid = outsider.pid()
+    );
+    let out = tree
+        .cordon()
+        .env("CORDON_LANDLOCK_ABI_MAX", "0")
+        .args(["run", "--json", "-p", "no-landlock.toml", "--"])
+        .arg(common::python())
+        .arg("-c")
+        .arg(format!("{}\n{script}", common::PROBE))
+        .output()
+        .expect("spawn cordon");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let layers = report["sandbox"]["layers"].to_string();
+    assert!(!layers.contains("landlock"), "{layers}");
+    assert!(layers.contains("seccomp"), "{layers}");
+    assert_eq!(
+        report["stdout"].as_str().map(|s| s.lines().collect::<Vec<_>>()),
+        Some(vec!["EPERM EPERM", "EPERM EPERM", "EPERM EPERM"]),
+        "{report}"
+    );
+    assert_eq!(observe(outsider.pid()), before);
+}
