@@ -99,6 +99,7 @@ struct Observed {
     policy: String,
     cpus_allowed: String,
     ioprio: i64,
+    oom_score_adj: String,
 }
 
 fn observe(pid: u32) -> Observed {
@@ -142,6 +143,8 @@ fn observe(pid: u32) -> Observed {
         policy: fields[38].clone(),
         cpus_allowed,
         ioprio,
+        oom_score_adj: std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+            .expect("oom_score_adj"),
     }
 }
 
@@ -224,6 +227,8 @@ iov = (ctypes.c_uint64 * 2)(0, 4096)
 print(sys("process_madvise", pidfd, ctypes.byref(iov), 1, 20, 0))  # MADV_COLD
 print(sys("pidfd_getfd", pidfd, 0, 0))
 print(sys("prlimit64", P, resource.RLIMIT_CPU, None, limit(0, 0)))  # reading
+# The /proc files that tune a process are Landlock's: /proc is not writable.
+print(attempt(lambda: open(f"/proc/{{P}}/oom_score_adj", "w").write("1000")))
 "#,
         calls = raw_calls(),
         attacks = attacks_on(outsider.pid())
@@ -234,7 +239,7 @@ print(sys("prlimit64", P, resource.RLIMIT_CPU, None, limit(0, 0)))  # reading
         [
             "EPERM", "EPERM", "EPERM", "EPERM", "EPERM", "EPERM", "EPERM", "EPERM", "EPERM",
             "EPERM", "EPERM", "EPERM", "EPERM", "EPERM", "EPERM", "pidfd OK", "EPERM", "EPERM",
-            "OK"
+            "OK", "EACCES"
         ],
         "{}",
         stderr(&out)
