@@ -858,3 +858,54 @@ print(sys("prlimit64", P, resource.RLIMIT_CPU, limit(1, 1), None), sys("setprior
     );
     assert_eq!(observe(outsider.pid()), before);
 }
+
+/// Library callers get the same guard as the CLI: after `Sandbox::exec` the calling process is
+/// not dumpable and keeps no core, while the command got the caller's core limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn library_callers_keep_no_core_and_the_command_gets_the_callers_limit() {
+    use cordon::exec::{ExecRequest, Outcome, Sandbox};
+    let tree = Tree::new();
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a valid rlimit.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut current) }, 0);
+    assert!(current.rlim_max >= 1 << 20, "the test needs a core hard limit of 1 MiB");
+    // No other test in this binary calls the library, so this is the caller's limit when the
+    // first run starts.
+    let callers = libc::rlimit {
+        rlim_cur: 1 << 20,
+        rlim_max: current.rlim_max,
+    };
+    // SAFETY: setrlimit reads a valid rlimit.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &callers) }, 0);
+    let policy = cordon::sandbox::SandboxPolicy::from_json(&format!(
+        r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{:?}]}},
+            "network":{{"mode":"denied","unix_sockets":"deny"}},
+            "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#,
+        tree.cwd
+    ))
+    .expect("policy");
+    let sandbox = Sandbox::new(cordon::helper::Helper::cordon_binary(env!(
+        "CARGO_BIN_EXE_cordon"
+    )));
+    let request = ExecRequest::sandboxed(["grep", "Max core", "/proc/self/limits"], &tree.cwd, policy);
+    let result = sandbox.exec(request).await;
+    assert_eq!(result.outcome, Outcome::Success, "{result:?}");
+    let line = String::from_utf8_lossy(&result.stdout.bytes)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let hard = if current.rlim_max == libc::RLIM_INFINITY {
+        "unlimited".to_owned()
+    } else {
+        current.rlim_max.to_string()
+    };
+    assert_eq!(line, format!("Max core file size {} {hard} bytes", 1 << 20));
+    let mut after = callers;
+    // SAFETY: getrlimit writes into a valid rlimit.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut after) }, 0);
+    assert_eq!((after.rlim_cur, after.rlim_max), (0, current.rlim_max));
+    assert_eq!(ptrace_readable(&tree, &[std::process::id()]), ["EPERM"]);
+}

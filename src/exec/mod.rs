@@ -54,7 +54,7 @@ pub mod capture;
 pub mod env;
 pub mod outcome;
 mod supervise;
-mod supervisor_guard;
+pub(crate) mod supervisor_guard;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::capture::{CappedBuffer, Captured};
 use super::env::PreparedEnv;
 use super::outcome::{ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind};
-use super::supervisor_guard::{self, CoreLimit};
+use super::supervisor_guard::guard_supervisor;
 use super::{Config, ExecEvent, ExecRequest, StdinSource};
 
 /// Size of one read from a pipe; the pipe buffer is 64 KiB by default.
@@ -74,20 +74,7 @@ pub(super) async fn run(
         return result;
     }
 
-    let core_limit = match supervisor_guard::guard_supervisor() {
-        Ok(limit) => limit,
-        Err(e) => {
-            result.outcome = Outcome::SetupError {
-                step: SetupStep::Parent(ParentStep::SpawnHelper),
-                errno: e.raw_os_error(),
-                message: format!(
-                    "cannot keep this process's memory from the command (not dumpable, no core dump): {e}"
-                ),
-            };
-            return result;
-        }
-    };
-    let (command, status_pipe, passed) = match build_command(config, &request, &env, core_limit) {
+    let (command, status_pipe, passed) = match build_command(config, &request, &env) {
         Ok(built) => built,
         Err(e) => {
             result.outcome = spawn_failure(&e, &result);
@@ -280,12 +267,7 @@ type Built = (
 );
 
 /// The command to spawn, see [`Built`].
-fn build_command(
-    config: &Config,
-    request: &ExecRequest,
-    env: &PreparedEnv,
-    core_limit: CoreLimit,
-) -> io::Result<Built> {
+fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> io::Result<Built> {
     let (mut command, status, passed) = match (&request.policy, &config.helper) {
         (Some(policy), Some(helper)) => {
             let launch = helper
@@ -317,6 +299,18 @@ fn build_command(
             let floor = crate::helper::fd_floor(&request.pass_fds)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
             let passed = crate::helper::install_passed_fds(&mut command, &request.pass_fds, floor)?;
+            // The helper launch does the same (`Helper::command_with_fds`).
+            let core_limit = guard_supervisor().map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot keep this process's memory from the command (not dumpable, no core dump): {e}"),
+                )
+            })?;
+            // SAFETY: the closure calls only getrlimit and setrlimit, which are
+            // async-signal-safe, and allocates nothing.
+            unsafe {
+                command.pre_exec(move || core_limit.restore_in_child());
+            }
             (command, None, passed)
         }
     };
@@ -343,11 +337,6 @@ fn build_command(
             }
             Ok(())
         });
-    }
-    // SAFETY: the closure calls only getrlimit and setrlimit, which are async-signal-safe, and
-    // allocates nothing. The supervisor lowered its own core limit; the command gets the caller's.
-    unsafe {
-        command.pre_exec(move || core_limit.restore_in_child());
     }
     Ok((command, status, passed))
 }

@@ -11,10 +11,12 @@
 //! back between fork and exec ([`CoreLimit::restore_in_child`]), and `execve` makes the child
 //! dumpable again.
 //!
-//! This lives in the one supervisor rather than in the CLI because every caller of it holds
-//! secrets and runs untrusted code (the CLI, sessions, the orchestrator, embedders). Both
-//! settings are process-wide and stay after the run: another run may start at any time, and the
-//! secrets stay in memory. An embedder that wants core dumps of its own crashes loses them.
+//! It is applied where a launch is built, not in the CLI: [`crate::helper::Helper::command_with_fds`]
+//! (every confined run, through [`crate::exec::Sandbox::exec`] or an embedder spawning the helper
+//! itself) and the supervisor's unconfined spawn. Every such caller holds secrets and runs code it
+//! does not trust (the CLI, sessions, the orchestrator, embedders). Both settings are
+//! process-wide and stay after the run: another run may start at any time, and the secrets stay
+//! in memory. An embedder that wants core dumps of its own crashes loses them.
 
 use std::io;
 use std::sync::OnceLock;
