@@ -57,7 +57,9 @@ pub enum HelperError {
     #[error("cannot pass descriptor {0} to the command: targets must be distinct and above 2")]
     PassTarget(RawFd),
     /// This process could not be made non-dumpable, or its core limit could not be lowered.
-    #[error("cannot keep this process's memory from the command (not dumpable, no core dump): {0}")]
+    #[error(
+        "cannot keep this process's memory from the command (not dumpable, no core dump): {0}"
+    )]
     GuardSupervisor(io::Error),
 }
 

@@ -323,7 +323,11 @@ print(subprocess.run([os.readlink("/proc/self/exe"), "-c", child], capture_outpu
 fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -360,8 +364,14 @@ fn cordon_cannot_be_touched_and_keeps_no_core_while_the_command_runs() {
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes into a valid rlimit.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut current) }, 0);
-    assert!(current.rlim_max >= 1 << 20, "the test needs a core hard limit of 1 MiB");
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut current) },
+        0
+    );
+    assert!(
+        current.rlim_max >= 1 << 20,
+        "the test needs a core hard limit of 1 MiB"
+    );
     let callers = libc::rlimit {
         rlim_cur: 1 << 20,
         rlim_max: current.rlim_max,
@@ -512,7 +522,10 @@ impl OutsideIpc {
                 std::ptr::null_mut::<libc::mq_attr>(),
             );
             assert!(mq >= 0, "mq_open: {}", std::io::Error::last_os_error());
-            assert_eq!(libc::mq_send(mq, SECRET.as_ptr().cast(), SECRET.len(), 0), 0);
+            assert_eq!(
+                libc::mq_send(mq, SECRET.as_ptr().cast(), SECRET.len(), 0),
+                0
+            );
             libc::mq_close(mq);
             OutsideIpc {
                 shm_key: base,
@@ -852,7 +865,9 @@ print(sys("prlimit64", P, resource.RLIMIT_CPU, limit(1, 1), None), sys("setprior
     assert!(!layers.contains("landlock"), "{layers}");
     assert!(layers.contains("seccomp"), "{layers}");
     assert_eq!(
-        report["stdout"].as_str().map(|s| s.lines().collect::<Vec<_>>()),
+        report["stdout"]
+            .as_str()
+            .map(|s| s.lines().collect::<Vec<_>>()),
         Some(vec!["EPERM EPERM", "EPERM EPERM", "EPERM EPERM"]),
         "{report}"
     );
@@ -870,8 +885,14 @@ async fn library_callers_keep_no_core_and_the_command_gets_the_callers_limit() {
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes into a valid rlimit.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut current) }, 0);
-    assert!(current.rlim_max >= 1 << 20, "the test needs a core hard limit of 1 MiB");
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut current) },
+        0
+    );
+    assert!(
+        current.rlim_max >= 1 << 20,
+        "the test needs a core hard limit of 1 MiB"
+    );
     // No other test in this binary calls the library, so this is the caller's limit when the
     // first run starts.
     let callers = libc::rlimit {
@@ -890,7 +911,8 @@ async fn library_callers_keep_no_core_and_the_command_gets_the_callers_limit() {
     let sandbox = Sandbox::new(cordon::helper::Helper::cordon_binary(env!(
         "CARGO_BIN_EXE_cordon"
     )));
-    let request = ExecRequest::sandboxed(["grep", "Max core", "/proc/self/limits"], &tree.cwd, policy);
+    let request =
+        ExecRequest::sandboxed(["grep", "Max core", "/proc/self/limits"], &tree.cwd, policy);
     let result = sandbox.exec(request).await;
     assert_eq!(result.outcome, Outcome::Success, "{result:?}");
     let line = String::from_utf8_lossy(&result.stdout.bytes)

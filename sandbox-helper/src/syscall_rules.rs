@@ -398,7 +398,13 @@ fn mode_rules() -> Vec<SyscallRule> {
     let mut r = Vec::new();
     for &(name, nr, mode, reason) in mode_setters {
         for bit in SET_ID_BITS {
-            r.push(rule(name, nr, &[Arg::Masked32(mode, bit, bit)], EPERM, reason));
+            r.push(rule(
+                name,
+                nr,
+                &[Arg::Masked32(mode, bit, bit)],
+                EPERM,
+                reason,
+            ));
         }
     }
     for &(name, nr, flags, mode) in openers {
@@ -926,7 +932,11 @@ mod tests {
         };
         for (name, args, expected) in cases {
             assert_eq!(oracle(&rules, nr(name), args), expected, "{name} {args:?}");
-            assert_eq!(run(&program, native, nr(name), args), expected, "{name} {args:?}");
+            assert_eq!(
+                run(&program, native, nr(name), args),
+                expected,
+                "{name} {args:?}"
+            );
         }
         // Without the session, no process group is the command's own.
         let alone = ProcessScope {

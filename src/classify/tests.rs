@@ -277,9 +277,13 @@ fn calls_refused_only_for_some_arguments_are_not_claimed_from_text() {
     // The kernel gives the same EPERM for a file another user owns, or a process of another
     // uid: the message cannot show which it was.
     let chmod = "chmod: changing permissions of 'x': Operation not permitted\n";
-    assert!(Case::new(&cwd, &["chmod", "u+s", "x"], 1, chmod).run().is_empty());
+    assert!(Case::new(&cwd, &["chmod", "u+s", "x"], 1, chmod)
+        .run()
+        .is_empty());
     let renice = "renice: failed to set priority for 1 (process ID): Operation not permitted\n";
-    assert!(Case::new(&cwd, &["renice", "5", "1"], 1, renice).run().is_empty());
+    assert!(Case::new(&cwd, &["renice", "5", "1"], 1, renice)
+        .run()
+        .is_empty());
     // Refused whatever the arguments: named, with its reason.
     let shm = "shmget: Operation not permitted\n";
     let found = Case::new(&cwd, &["./ipc-test"], 1, shm).run();
