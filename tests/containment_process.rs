@@ -734,7 +734,11 @@ print(attempt(lambda: os.open("created", os.O_CREAT | os.O_WRONLY, 0o4755)),
 how = (ctypes.c_uint64 * 3)(os.O_RDONLY, 0, 0)
 print(sys("openat2", -100, b"plain", ctypes.byref(how), 24))
 shutil.copy(os.path.realpath("/bin/sh"), "rootshell")
-print(attempt(lambda: os.chmod("rootshell", 0o4755)))
+# File capabilities are the other privilege-raising mark: the kernel wants CAP_SETFCAP for them.
+caps = (1 << 25 | 1).to_bytes(4, "little") + (1 << 7).to_bytes(4, "little") + bytes(12)
+print(attempt(lambda: os.chmod("rootshell", 0o4755)),
+      attempt(lambda: os.setxattr("rootshell", "security.capability", caps)),
+      attempt(lambda: (os.mkdir("group-dir"), os.chmod("group-dir", 0o2775))))
 # What stays: ordinary modes, the sticky bit, creating with ordinary modes, mkdir.
 print(attempt(lambda: os.chmod("plain", 0o755)), attempt(lambda: os.mkdir("dir")),
       attempt(lambda: os.chmod("dir", 0o1777)),
@@ -755,7 +759,7 @@ print(attempt(lambda: os.chmod("plain", 0o755)), attempt(lambda: os.mkdir("dir")
             "EPERM EPERM EPERM EPERM EPERM",
             "EPERM EPERM EPERM EPERM",
             "ENOSYS",
-            "EPERM",
+            "EPERM EPERM EPERM",
             "OK OK OK OK OK OK OK True",
         ],
         "{}",
@@ -765,6 +769,11 @@ print(attempt(lambda: os.chmod("plain", 0o755)), attempt(lambda: os.mkdir("dir")
     let cwd = &tree.cwd;
     assert_eq!(mode_of(&cwd.join("plain")), 0o755);
     assert_eq!(mode_of(&cwd.join("rootshell")), 0o755);
+    assert_eq!(mode_of(&cwd.join("group-dir")), 0o755);
+    let out = tree.py_unconfined(
+        "print(attempt(lambda: os.getxattr('rootshell', 'security.capability')))",
+    );
+    assert_eq!(lines(&out), ["ENODATA"], "{}", stderr(&out));
     assert_eq!(mode_of(&cwd.join("dir")), 0o1777);
     assert_eq!(mode_of(&cwd.join("made")), 0o644);
     assert_eq!(mode_of(&cwd.join("node-ok")), 0o644);

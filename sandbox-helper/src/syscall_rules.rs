@@ -249,6 +249,11 @@ const SCHED_CORE_OPTION: u64 = 62;
 /// `pthread_setaffinity_np` and `pthread_setschedparam` do) is refused like any other process:
 /// seccomp cannot tell it is inside. The pid and process-group ids are compared as 32 bits,
 /// as the kernel reads them (`pid_t`).
+///
+/// Left alone on purpose: `setrlimit`, `set_mempolicy`, `set_mempolicy_home_node` and `mbind`
+/// act on the caller only; the readers (`getpriority`, `sched_get*`, `ioprio_get`, `kcmp`) change
+/// nothing; `process_mrelease` only frees the memory of a process already being killed; signals
+/// are Landlock's scope (ABI 6), reported as a downgrade where it is missing.
 fn process_rules(scope: &ProcessScope) -> Vec<SyscallRule> {
     use libc::*;
     // Conditions meaning "argument `i` names some process other than the command's own".
