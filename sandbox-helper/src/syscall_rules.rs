@@ -237,9 +237,11 @@ const IOPRIO_USER_WHICH: u64 = 3;
 const SCHED_CORE_OPTION: u64 = 62;
 
 /// Refusals of calls that change another process's resource limits, scheduling or memory
-/// placement. None of them asks Landlock: prlimit64, setpriority, the sched_set* calls and
-/// ioprio_set check only that the uid matches (or a capability), so a command running as the
-/// caller's user reaches every process of that user, cordon included. migrate_pages,
+/// placement. Landlock checks none of prlimit64, setpriority, the sched_set* calls and
+/// ioprio_set. prlimit64 asks only that the uid match, so a command reaches every process of
+/// its user, cordon included. The others also ask (in the capability module) that the target
+/// hold no capability the caller lacks: that spares root's fully privileged processes, but not
+/// a single process of an ordinary user, whose processes hold no capabilities. migrate_pages,
 /// move_pages, process_madvise, pidfd_getfd and PR_SCHED_CORE do make a ptrace-mode check,
 /// which Landlock's ptrace restriction answers, but Landlock may be absent under
 /// `enforcement = "report"`, so they are refused here too.
