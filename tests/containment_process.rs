@@ -940,3 +940,37 @@ async fn library_callers_keep_no_core_and_the_command_gets_the_callers_limit() {
     assert_eq!((after.rlim_cur, after.rlim_max), (0, current.rlim_max));
     assert_eq!(ptrace_readable(&tree, &[std::process::id()]), ["EPERM"]);
 }
+
+/// Run standalone (without cordon's `setsid`), the helper's process group may hold processes
+/// outside the sandbox, so no process group counts as the command's own.
+#[test]
+fn a_helper_outside_its_own_session_cannot_renice_its_group() {
+    let tree = Tree::new();
+    let outsider = Outsider::start();
+    let before = observe(outsider.pid());
+    let policy = format!(
+        r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{:?}]}},"network":{{"mode":"denied"}},"enforcement":{{"missing_layer":"refuse","carve_outs":"refuse"}}}}"#,
+        tree.cwd
+    );
+    let script = format!(
+        r#"{probe}{calls}
+print(sys("setpriority", os.PRIO_PGRP, 0, 19), sys("ioprio_set", 2, 0, IOPRIO_IDLE),
+      sys("setpriority", os.PRIO_PROCESS, 0, 5), os.getpriority(os.PRIO_PROCESS, 0))
+"#,
+        probe = common::PROBE,
+        calls = raw_calls()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
+        .arg(cordon::helper::SELF_HELPER_ARG)
+        .args(["--policy", &policy, "--"])
+        .arg(common::python())
+        .args(["-c", &script])
+        .current_dir(&tree.cwd)
+        .env_remove("CORDON_LANDLOCK_ABI_MAX")
+        // In the outsider's group: a PRIO_PGRP of 0 would reach it.
+        .process_group(outsider.pid() as i32)
+        .output()
+        .expect("spawn the helper");
+    assert_eq!(lines(&out), ["EPERM EPERM OK 5"], "{}", stderr(&out));
+    assert_eq!(observe(outsider.pid()), before);
+}
