@@ -770,9 +770,8 @@ print(attempt(lambda: os.chmod("plain", 0o755)), attempt(lambda: os.mkdir("dir")
     assert_eq!(mode_of(&cwd.join("plain")), 0o755);
     assert_eq!(mode_of(&cwd.join("rootshell")), 0o755);
     assert_eq!(mode_of(&cwd.join("group-dir")), 0o755);
-    let out = tree.py_unconfined(
-        "print(attempt(lambda: os.getxattr('rootshell', 'security.capability')))",
-    );
+    let out = tree
+        .py_unconfined("print(attempt(lambda: os.getxattr('rootshell', 'security.capability')))");
     assert_eq!(lines(&out), ["ENODATA"], "{}", stderr(&out));
     assert_eq!(mode_of(&cwd.join("dir")), 0o1777);
     assert_eq!(mode_of(&cwd.join("made")), 0o644);
