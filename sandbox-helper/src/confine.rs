@@ -33,7 +33,7 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 
 /// Operations no layer of this helper mediates, listed in every receipt.
 pub const UNMEDIATED: [&str; 4] = [
-    "chmod/fchmod on files the user owns outside writable roots (Landlock does not mediate it)",
+    "chmod/fchmod on files the user owns outside writable roots, except the setuid and setgid bits, which seccomp refuses (Landlock does not mediate chmod)",
     "chown/fchown (Landlock does not mediate it; capabilities are dropped, so only no-op changes succeed)",
     "utime/utimensat on files the user owns outside writable roots (Landlock does not mediate it)",
     "setxattr/removexattr on files the user owns outside writable roots (Landlock does not mediate it)",
@@ -214,7 +214,10 @@ impl Env {
         } else {
             landlock_rules::FsPlan::default()
         };
-        let seccomp = syscall_rules::compile(&syscall_rules::rules(&policy))?;
+        // Read here, not after confinement: the command keeps this pid across execve, and the
+        // process rules may let it act on itself by pid only if they know the pid.
+        let scope = syscall_rules::ProcessScope::of_this_process();
+        let seccomp = syscall_rules::compile(&syscall_rules::rules_for(&policy, &scope))?;
         Ok(Env {
             fs_plan,
             policy,

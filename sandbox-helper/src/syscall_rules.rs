@@ -81,10 +81,48 @@ const UNIX_FAMILY: u64 = libc::AF_UNIX as u64;
 /// `SOCK_TYPE_MASK` in the kernel: the type without `SOCK_CLOEXEC`/`SOCK_NONBLOCK`.
 const SOCK_TYPE_MASK: u64 = 0xf;
 
-/// The rules for `policy`, in a fixed order.
+/// Which processes belong to the confined command, as far as a static filter can tell.
+///
+/// seccomp cannot ask "is this pid inside the sandbox", so calls that act on another process
+/// by pid are allowed only for pid 0 (the caller) and the helper's own pid, which the command
+/// keeps across `execve`; every other pid is refused, including a descendant's own explicit pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessScope {
+    /// The helper's pid, or `None` when unknown (then only pid 0 is the command's own).
+    pub own_pid: Option<u32>,
+    /// The helper leads its own session (cordon starts it with `setsid`), so its process group
+    /// can hold sandboxed processes only: a process can join a group only in its own session.
+    pub leads_session: bool,
+}
+
+impl ProcessScope {
+    /// Nothing known: only pid 0 counts as the command's own, and no process group does.
+    pub const UNKNOWN: ProcessScope = ProcessScope {
+        own_pid: None,
+        leads_session: false,
+    };
+
+    /// The scope of the calling process, which is about to become the command.
+    pub fn of_this_process() -> ProcessScope {
+        // SAFETY: getpid and getsid(0) only read the caller's own ids and cannot fail.
+        let (pid, sid) = unsafe { (libc::getpid(), libc::getsid(0)) };
+        ProcessScope {
+            own_pid: u32::try_from(pid).ok(),
+            leads_session: sid == pid,
+        }
+    }
+}
+
+/// The rules for `policy`, in a fixed order, for a command whose pid is not known
+/// ([`ProcessScope::UNKNOWN`]: only pid 0 counts as its own). The helper uses [`rules_for`].
+pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
+    rules_for(policy, &ProcessScope::UNKNOWN)
+}
+
+/// The rules for `policy` and a command running as `scope`, in a fixed order.
 // The ioctl request constants are `c_ulong` on glibc and `c_int` on musl; the casts are for musl.
 #[allow(clippy::unnecessary_cast)]
-pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
+pub fn rules_for(policy: &SandboxPolicy, scope: &ProcessScope) -> Vec<SyscallRule> {
     use libc::*;
     let mut r = vec![
         rule("io_uring_setup", SYS_io_uring_setup, &[], EPERM,
@@ -137,6 +175,9 @@ pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
         rule("clone3", SYS_clone3, &[], ENOSYS,
             "clone3 passes its flags in memory that seccomp cannot read; ENOSYS makes libc fall back to clone"),
     ];
+    r.extend(process_rules(scope));
+    r.extend(ipc_rules());
+    r.extend(mode_rules());
     r.extend(socket_rules(policy));
     r
 }
@@ -302,6 +343,213 @@ fn socket_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
             reason,
         ));
     }
+    r
+}
+
+/// `which` values of `setpriority` and `ioprio_set` (`PRIO_*` in libc; `IOPRIO_WHO_*` from
+/// `linux/ioprio.h`, which libc does not export).
+const PRIO_PROCESS_WHICH: u64 = libc::PRIO_PROCESS as u64;
+const PRIO_PGRP_WHICH: u64 = libc::PRIO_PGRP as u64;
+const PRIO_USER_WHICH: u64 = libc::PRIO_USER as u64;
+const IOPRIO_PROCESS_WHICH: u64 = 1;
+const IOPRIO_PGRP_WHICH: u64 = 2;
+const IOPRIO_USER_WHICH: u64 = 3;
+/// `PR_SCHED_CORE`, the `prctl` option that shares core-scheduling cookies between processes.
+const SCHED_CORE_OPTION: u64 = 62;
+
+/// Refusals of calls that change another process's resource limits, scheduling or memory
+/// placement. Landlock checks none of prlimit64, setpriority, the sched_set* calls and
+/// ioprio_set. prlimit64 asks only that the uid match, so a command reaches every process of
+/// its user, cordon included. The others also ask (in the capability module) that the target
+/// hold no capability the caller lacks: that spares root's fully privileged processes, but not
+/// a single process of an ordinary user, whose processes hold no capabilities. migrate_pages,
+/// move_pages, process_madvise, pidfd_getfd and PR_SCHED_CORE do make a ptrace-mode check,
+/// which Landlock's ptrace restriction answers, but Landlock may be absent under
+/// `enforcement = "report"`, so they are refused here too.
+///
+/// A pid is the command's own when it is 0 or the helper's pid (kept across `execve`). A
+/// descendant naming itself by its explicit pid (or a thread by its tid, as
+/// `pthread_setaffinity_np` and `pthread_setschedparam` do) is refused like any other process:
+/// seccomp cannot tell it is inside. The pid and process-group ids are compared as 32 bits,
+/// as the kernel reads them (`pid_t`).
+///
+/// Left alone on purpose: `setrlimit`, `set_mempolicy`, `set_mempolicy_home_node` and `mbind`
+/// act on the caller only; the readers (`getpriority`, `sched_get*`, `ioprio_get`, `kcmp`) change
+/// nothing; `process_mrelease` only frees the memory of a process already being killed; signals
+/// are Landlock's scope (ABI 6), reported as a downgrade where it is missing.
+fn process_rules(scope: &ProcessScope) -> Vec<SyscallRule> {
+    use libc::*;
+    // Conditions meaning "argument `i` names some process other than the command's own".
+    let other = |i: u8, also: &[Arg]| -> Vec<Arg> {
+        let mut when = vec![Arg::Ne32(i, 0)];
+        when.extend(scope.own_pid.map(|pid| Arg::Ne32(i, u64::from(pid))));
+        when.extend_from_slice(also);
+        when
+    };
+    // A process group is the command's own only when the helper leads its session.
+    let other_group = |which: u64| -> Vec<Arg> {
+        if scope.leads_session {
+            other(1, &[Arg::Eq32(0, which)])
+        } else {
+            vec![Arg::Eq32(0, which)]
+        }
+    };
+    vec![
+        rule("prlimit64", SYS_prlimit64, &other(0, &[Arg::NonZero64(2)]), EPERM,
+            "setting another process's limits needs no capability for the same uid: RLIMIT_CPU kills it, RLIMIT_CORE makes it dump its memory (cordon's withheld secrets); reading (new limit NULL) stays allowed"),
+        rule("setpriority", SYS_setpriority, &other(1, &[Arg::Eq32(0, PRIO_PROCESS_WHICH)]), EPERM,
+            "renicing another process of the same uid needs no capability"),
+        rule("setpriority", SYS_setpriority, &other_group(PRIO_PGRP_WHICH), EPERM,
+            "renicing a process group other than the command's own reaches processes outside the sandbox"),
+        rule("setpriority", SYS_setpriority, &[Arg::Eq32(0, PRIO_USER_WHICH)], EPERM,
+            "PRIO_USER renices every process of the uid, those outside the sandbox included"),
+        rule("sched_setaffinity", SYS_sched_setaffinity, &other(0, &[]), EPERM,
+            "pinning another process of the same uid to CPUs needs no capability"),
+        rule("sched_setscheduler", SYS_sched_setscheduler, &other(0, &[]), EPERM,
+            "changing another process's scheduling policy (SCHED_IDLE starves it) needs no capability for the same uid"),
+        rule("sched_setparam", SYS_sched_setparam, &other(0, &[]), EPERM,
+            "changing another process's scheduling priority needs no capability for the same uid"),
+        rule("sched_setattr", SYS_sched_setattr, &other(0, &[]), EPERM,
+            "changing another process's scheduling attributes needs no capability for the same uid"),
+        rule("ioprio_set", SYS_ioprio_set, &other(1, &[Arg::Eq32(0, IOPRIO_PROCESS_WHICH)]), EPERM,
+            "setting another process's I/O priority (idle class starves it) needs no capability for the same uid"),
+        rule("ioprio_set", SYS_ioprio_set, &other_group(IOPRIO_PGRP_WHICH), EPERM,
+            "setting the I/O priority of a process group other than the command's own reaches processes outside"),
+        rule("ioprio_set", SYS_ioprio_set, &[Arg::Eq32(0, IOPRIO_USER_WHICH)], EPERM,
+            "IOPRIO_WHO_USER changes every process of the uid, those outside the sandbox included"),
+        rule("migrate_pages", SYS_migrate_pages, &other(0, &[]), EPERM,
+            "moves another process's memory between NUMA nodes (ptrace-gated; Landlock may be absent)"),
+        rule("move_pages", SYS_move_pages, &other(0, &[]), EPERM,
+            "moves or locates another process's pages (ptrace-gated; Landlock may be absent)"),
+        rule("process_madvise", SYS_process_madvise, &[], EPERM,
+            "advises on the memory of the process a pidfd names, which seccomp cannot compare with the sandbox; madvise covers the command's own"),
+        rule("pidfd_getfd", SYS_pidfd_getfd, &[], EPERM,
+            "copies a descriptor out of the process a pidfd names, which seccomp cannot compare with the sandbox (ptrace-gated; Landlock may be absent)"),
+        rule("prctl", SYS_prctl, &other(2, &[Arg::Eq32(0, SCHED_CORE_OPTION)]), EPERM,
+            "PR_SCHED_CORE shares core-scheduling cookies with another process (ptrace-gated; Landlock may be absent)"),
+    ]
+}
+
+/// Refusals of System V IPC and POSIX message queues. Their objects live in the IPC namespace
+/// the helper shares with every other process of the machine, under global keys or names and
+/// guessable ids, and no Landlock right covers them: a command could list, read, rewrite and
+/// remove another program's segments, queues and semaphores, or leave its own for outside
+/// processes to find. A private IPC namespace (a later layer) will make them safe to allow;
+/// until then they are refused. x86_64 and aarch64 have no `ipc(2)` multiplexer to cover (it
+/// exists on i386, whose system calls the filter kills). POSIX shared memory and semaphores are
+/// files in `/dev/shm`, which Landlock governs.
+fn ipc_rules() -> Vec<SyscallRule> {
+    use libc::*;
+    vec![
+        rule("shmget", SYS_shmget, &[], EPERM,
+            "System V shared memory is shared with every process: finds or creates segments by global key"),
+        rule("shmat", SYS_shmat, &[], EPERM,
+            "System V shared memory is shared with every process: maps any segment whose id is guessed"),
+        rule("shmctl", SYS_shmctl, &[], EPERM,
+            "System V shared memory is shared with every process: lists, inspects and removes segments"),
+        rule("shmdt", SYS_shmdt, &[], EPERM,
+            "System V shared memory: nothing can be attached (shmat is refused), so detaching is refused with it"),
+        rule("msgget", SYS_msgget, &[], EPERM,
+            "System V message queues are shared with every process: finds or creates queues by global key"),
+        rule("msgsnd", SYS_msgsnd, &[], EPERM,
+            "System V message queues are shared with every process: writes into any queue whose id is guessed"),
+        rule("msgrcv", SYS_msgrcv, &[], EPERM,
+            "System V message queues are shared with every process: takes messages out of any queue"),
+        rule("msgctl", SYS_msgctl, &[], EPERM,
+            "System V message queues are shared with every process: lists, inspects and removes queues"),
+        rule("semget", SYS_semget, &[], EPERM,
+            "System V semaphores are shared with every process: finds or creates sets by global key"),
+        rule("semop", SYS_semop, &[], EPERM,
+            "System V semaphores are shared with every process: changes any set whose id is guessed"),
+        rule("semtimedop", SYS_semtimedop, &[], EPERM,
+            "System V semaphores are shared with every process: changes any set whose id is guessed"),
+        rule("semctl", SYS_semctl, &[], EPERM,
+            "System V semaphores are shared with every process: lists, rewrites and removes sets"),
+        rule("mq_open", SYS_mq_open, &[], EPERM,
+            "POSIX message queues have machine-wide names that Landlock does not govern: opens or creates them"),
+        rule("mq_unlink", SYS_mq_unlink, &[], EPERM,
+            "POSIX message queues have machine-wide names that Landlock does not govern: removes them"),
+        rule("mq_timedsend", SYS_mq_timedsend, &[], EPERM,
+            "POSIX message queues: works on a queue descriptor, which only mq_open gives; refused with it"),
+        rule("mq_timedreceive", SYS_mq_timedreceive, &[], EPERM,
+            "POSIX message queues: works on a queue descriptor, which only mq_open gives; refused with it"),
+        rule("mq_notify", SYS_mq_notify, &[], EPERM,
+            "POSIX message queues: works on a queue descriptor, which only mq_open gives; refused with it"),
+        rule("mq_getsetattr", SYS_mq_getsetattr, &[], EPERM,
+            "POSIX message queues: works on a queue descriptor, which only mq_open gives; refused with it"),
+    ]
+}
+
+/// `fchmodat2` (Linux 6.6), the same number on every architecture; libc does not name it on
+/// all of them.
+const SYS_FCHMODAT2: i64 = 452;
+/// The bits that make an executable run with its owner's or group's privileges.
+const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+/// The flags with which `open` applies its mode: `O_CREAT`, and `O_TMPFILE` without the
+/// `O_DIRECTORY` bit it includes (that bit alone means no file is made).
+const CREATING_FLAGS: [u64; 2] = [
+    libc::O_CREAT as u64,
+    (libc::O_TMPFILE & !libc::O_DIRECTORY) as u64,
+];
+
+/// Refusals of every call that sets a mode with the setuid or setgid bit. Landlock does not
+/// mediate chmod, so without these a command (as root without capabilities, or as any user on
+/// its own files) could leave a setuid copy of a shell that gives whoever runs it later, outside
+/// the sandbox, the owner's privileges. The sticky bit and ordinary modes stay allowed.
+///
+/// `mkdir`/`mkdirat` need no rule: the kernel keeps only the permission and sticky bits of
+/// their mode (a directory is setgid only by inheriting it from a setgid parent, which someone
+/// outside made so). File capabilities (`security.capability`) need CAP_SETFCAP, which the
+/// command does not have. `openat2` passes its mode in memory the filter cannot read, so it gets
+/// ENOSYS and libc and programs fall back to `openat`.
+fn mode_rules() -> Vec<SyscallRule> {
+    use libc::*;
+    // (name, number, index of the mode argument)
+    let mode_setters: &[(&'static str, i64, u8, &'static str)] = &[
+        #[cfg(target_arch = "x86_64")]
+        ("chmod", SYS_chmod, 1, "a setuid or setgid file runs with its owner's privileges for whoever executes it outside the sandbox"),
+        ("fchmod", SYS_fchmod, 1, "a setuid or setgid file runs with its owner's privileges for whoever executes it outside the sandbox"),
+        ("fchmodat", SYS_fchmodat, 2, "a setuid or setgid file runs with its owner's privileges for whoever executes it outside the sandbox"),
+        ("fchmodat2", SYS_FCHMODAT2, 2, "a setuid or setgid file runs with its owner's privileges for whoever executes it outside the sandbox"),
+        #[cfg(target_arch = "x86_64")]
+        ("creat", SYS_creat, 1, "creating a file with the setuid or setgid bit makes a privilege-raising executable"),
+        #[cfg(target_arch = "x86_64")]
+        ("mknod", SYS_mknod, 1, "mknod(S_IFREG) with the setuid or setgid bit makes a privilege-raising executable"),
+        ("mknodat", SYS_mknodat, 2, "mknodat(S_IFREG) with the setuid or setgid bit makes a privilege-raising executable"),
+    ];
+    // (name, number, index of the flags argument, index of the mode argument)
+    let openers: &[(&'static str, i64, u8, u8)] = &[
+        #[cfg(target_arch = "x86_64")]
+        ("open", SYS_open, 1, 2),
+        ("openat", SYS_openat, 2, 3),
+    ];
+    let mut r = Vec::new();
+    for &(name, nr, mode, reason) in mode_setters {
+        for bit in SET_ID_BITS {
+            r.push(rule(
+                name,
+                nr,
+                &[Arg::Masked32(mode, bit, bit)],
+                EPERM,
+                reason,
+            ));
+        }
+    }
+    for &(name, nr, flags, mode) in openers {
+        for creating in CREATING_FLAGS {
+            for bit in SET_ID_BITS {
+                r.push(rule(
+                    name,
+                    nr,
+                    &[Arg::Masked32(flags, creating, creating), Arg::Masked32(mode, bit, bit)],
+                    EPERM,
+                    "creating a file (O_CREAT or O_TMPFILE) with the setuid or setgid bit makes a privilege-raising executable",
+                ));
+            }
+        }
+    }
+    r.push(rule("openat2", SYS_openat2, &[], ENOSYS,
+        "openat2 passes its mode in memory that seccomp cannot read; ENOSYS makes libc and programs fall back to openat"));
     r
 }
 
@@ -700,6 +948,132 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The process, IPC and mode rules compare pids, `which` selectors, flags and modes in
+    /// arguments 0 to 3. Every pair of those positions takes every interesting value (the
+    /// others held at 0 or all ones), for every scope the helper can be in.
+    #[test]
+    fn process_ipc_and_mode_conditions_compile_as_the_table_says() {
+        let native = match std::env::consts::ARCH {
+            "x86_64" => 0xc000_003e,
+            "aarch64" => 0xc000_00b7,
+            _ => return,
+        };
+        let own: u32 = 4242;
+        let values: Vec<u64> = vec![
+            0,
+            1,
+            2,
+            3,
+            SCHED_CORE_OPTION,
+            u64::from(own),
+            u64::from(own) | (1 << 32),
+            777,
+            u64::MAX,
+            0o4755,
+            0o2755,
+            0o6000,
+            0o1777,
+            0o755,
+            (libc::S_IFREG | 0o4755) as u64,
+            (libc::O_CREAT | libc::O_WRONLY) as u64,
+            libc::O_TMPFILE as u64 | libc::O_RDWR as u64,
+            libc::O_DIRECTORY as u64,
+        ];
+        let scopes = [
+            ProcessScope::UNKNOWN,
+            ProcessScope {
+                own_pid: Some(own),
+                leads_session: true,
+            },
+            ProcessScope {
+                own_pid: Some(own),
+                leads_session: false,
+            },
+        ];
+        for scope in scopes {
+            let rules = rules_for(&policy(NetworkMode::Denied, UnixSockets::Deny), &scope);
+            let program = compile(&rules).unwrap();
+            let ruled: BTreeSet<u32> = rules.iter().map(|r| r.nr as u32).collect();
+            for nr in 0..600u32 {
+                // Calls without rules are checked on one pair; they only pass the search.
+                let pairs: &[(usize, usize)] = if ruled.contains(&nr) {
+                    &[(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+                } else {
+                    &[(0, 2)]
+                };
+                for &(i, j) in pairs {
+                    for background in [0, u64::MAX] {
+                        for &vi in &values {
+                            for &vj in &values {
+                                let mut args = [background; 6];
+                                args[i] = vi;
+                                args[j] = vj;
+                                assert_eq!(
+                                    run(&program, native, nr, args),
+                                    oracle(&rules, nr, args),
+                                    "nr {nr} args {args:x?} ({scope:?})"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn other_processes_are_refused_and_the_own_ones_allowed() {
+        let own = 4242;
+        let scope = ProcessScope {
+            own_pid: Some(own),
+            leads_session: true,
+        };
+        let rules = rules_for(&policy(NetworkMode::Denied, UnixSockets::Deny), &scope);
+        let nr = |name: &str| rules.iter().find(|r| r.syscall == name).unwrap().nr as u32;
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let new_limit = 0x7fff_1000;
+        let own = u64::from(own);
+        let cases: [(&str, [u64; 6], u32); 14] = [
+            ("prlimit64", [0, 0, new_limit, 0, 0, 0], allow),
+            ("prlimit64", [own, 0, new_limit, 0, 0, 0], allow),
+            ("prlimit64", [777, 0, new_limit, 0, 0, 0], eperm),
+            ("prlimit64", [777, 0, 0, new_limit, 0, 0], allow),
+            ("setpriority", [PRIO_PROCESS_WHICH, 0, 5, 0, 0, 0], allow),
+            ("setpriority", [PRIO_PROCESS_WHICH, 777, 5, 0, 0, 0], eperm),
+            ("setpriority", [PRIO_PGRP_WHICH, own, 5, 0, 0, 0], allow),
+            ("setpriority", [PRIO_USER_WHICH, 0, 5, 0, 0, 0], eperm),
+            ("ioprio_set", [IOPRIO_USER_WHICH, 0, 0, 0, 0, 0], eperm),
+            ("sched_setaffinity", [own, 8, 0, 0, 0, 0], allow),
+            ("sched_setaffinity", [own + 1, 8, 0, 0, 0, 0], eperm),
+            ("fchmod", [3, 0o4755, 0, 0, 0, 0], eperm),
+            ("fchmod", [3, 0o1755, 0, 0, 0, 0], allow),
+            ("openat", [0, 0, libc::O_CREAT as u64, 0o2755, 0, 0], eperm),
+        ];
+        let program = compile(&rules).unwrap();
+        let native = match std::env::consts::ARCH {
+            "x86_64" => 0xc000_003e,
+            "aarch64" => 0xc000_00b7,
+            _ => return,
+        };
+        for (name, args, expected) in cases {
+            assert_eq!(oracle(&rules, nr(name), args), expected, "{name} {args:?}");
+            assert_eq!(
+                run(&program, native, nr(name), args),
+                expected,
+                "{name} {args:?}"
+            );
+        }
+        // Without the session, no process group is the command's own.
+        let alone = ProcessScope {
+            leads_session: false,
+            ..scope
+        };
+        let rules = rules_for(&policy(NetworkMode::Denied, UnixSockets::Deny), &alone);
+        let args = [PRIO_PGRP_WHICH, 0, 5, 0, 0, 0];
+        assert_eq!(oracle(&rules, nr("setpriority"), args), eperm);
     }
 
     #[test]

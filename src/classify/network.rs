@@ -353,7 +353,11 @@ pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Deni
         .any(|c| c.program() == "unshare" && USER_NS_FLAGS.iter().any(|f| c.has_arg(f)));
     let mut out = Vec::new();
     for rule in rules(policy) {
-        if rule.errno != libc::EPERM || NOT_HERE.contains(&rule.syscall) {
+        // A rule that refuses only some arguments (another process's pid, a setuid mode) is
+        // not shown by a message naming the call: the kernel refuses the same call with EPERM
+        // for reasons of its own. unshare's flag is checked on the command line below.
+        let conditional = !rule.when.is_empty() && rule.syscall != "unshare";
+        if rule.errno != libc::EPERM || conditional || NOT_HERE.contains(&rule.syscall) {
             continue;
         }
         if rule.syscall == "unshare" && !user_namespace {
