@@ -735,3 +735,56 @@ print(attempt(lambda: socket.socket(40, socket.SOCK_STREAM)))
         stderr(&out)
     );
 }
+
+/// `listen` on a socket that was never bound autobinds an ephemeral port without passing the
+/// bind hook Landlock's rule sits on; the receipt says so whenever `tcp_bind` is set, and the
+/// probe shows the gap is real (so the entry cannot go stale silently).
+#[test]
+fn the_receipt_names_the_listen_autobind_gap_of_tcp_bind() {
+    require_landlock!(4);
+    let tree = Tree::new();
+    if !common::private_netns_available() {
+        return;
+    }
+    std::fs::write(
+        tree.cwd.join("bind.toml"),
+        "extends = \"workspace-write\"\n[network]\nmode = \"enabled\"\ntcp_bind = [4432]\n",
+    )
+    .expect("write the profile");
+    let probe = tree.outside.join("autobind.py");
+    std::fs::write(
+        &probe,
+        format!(
+            "{}\ns = socket.socket(); print('bind-other', attempt(lambda: s.bind(('127.0.0.1', 4433))))\n\
+             t = socket.socket(); print('listen-unbound', attempt(lambda: t.listen(1)), t.getsockname()[1] > 0)\n",
+            common::PROBE
+        ),
+    )
+    .expect("write the probe");
+    let cordon = format!(
+        "{} run --json -p bind.toml -- {} {}",
+        env!("CARGO_BIN_EXE_cordon"),
+        common::python().display(),
+        probe.display()
+    );
+    let out = in_private_netns(&tree, &cordon);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON object");
+    assert_eq!(
+        v["stdout"].as_str().unwrap_or_default(),
+        "bind-other EACCES\nlisten-unbound OK True\n"
+    );
+    let unmediated: Vec<&str> = v["sandbox"]["unmediated"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        unmediated.contains(&cordon::sandbox::confine::UNMEDIATED_LISTEN_AUTOBIND),
+        "{unmediated:?}"
+    );
+    // Without a bind list nothing is claimed about it.
+    let out = tree.run(&["--json", "--", "true"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON object");
+    assert!(!v["sandbox"]["unmediated"]
+        .to_string()
+        .contains("ephemeral port"));
+}

@@ -39,6 +39,20 @@ pub const UNMEDIATED: [&str; 4] = [
     "setxattr/removexattr on files the user owns outside writable roots (Landlock does not mediate it)",
 ];
 
+/// Listed in the receipt when `tcp_bind` is set: the kernel's autobind on `listen` skips the
+/// bind hook that Landlock's port rule sits on, and seccomp cannot see whether a socket is bound.
+pub const UNMEDIATED_LISTEN_AUTOBIND: &str =
+    "listen on a TCP socket that was never bound takes an ephemeral port that tcp_bind does not cover (Landlock checks bind only)";
+
+/// What no layer mediates under `policy`, for the receipt.
+fn unmediated(policy: &SandboxPolicy) -> Vec<String> {
+    let mut out: Vec<String> = UNMEDIATED.iter().map(|s| (*s).to_owned()).collect();
+    if policy.network.tcp_bind.is_some() {
+        out.push(UNMEDIATED_LISTEN_AUTOBIND.to_owned());
+    }
+    out
+}
+
 /// Parsed helper arguments.
 #[derive(Debug)]
 pub struct Args {
@@ -295,7 +309,7 @@ impl Env {
             landlock_abi: self.landlock_abi,
             downgrades: self.downgrades.clone(),
             approximations: self.fs_plan.approximations.clone(),
-            unmediated: UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
+            unmediated: unmediated(&self.policy),
         }))?;
         Ok(())
     }
