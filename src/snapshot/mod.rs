@@ -71,13 +71,17 @@ mod rewrite;
 mod run;
 mod shell;
 mod summary;
+mod trust;
 
 use std::path::PathBuf;
 
-pub use cache::{cache_dir, cache_session, cached_snapshot, CacheError, CachedSnapshot};
+pub use cache::{
+    cache_dir, cache_session, cached_snapshot, purge_cache, startup_files_under_writable_root, CacheError,
+    CacheUse, CachedSnapshot,
+};
 pub use cache_key::{cache_key, startup_files};
 pub use capture::{
-    create_snapshot, SnapshotError, SnapshotFile, SnapshotOptions, DEFAULT_MAX_OUTPUT,
+    capture_policy, create_snapshot, SnapshotError, SnapshotFile, SnapshotOptions, DEFAULT_MAX_OUTPUT,
     DEFAULT_TIMEOUT, EXCLUDED_EXPORTS,
 };
 pub use cleanup::{
@@ -86,12 +90,21 @@ pub use cleanup::{
 };
 pub use quote::{is_identifier, push_quoted, quoted};
 pub use rewrite::{
-    readable_root_needed, rewrite_argv, ReportFd, RewriteOptions, ALWAYS_KEEP, ENV_FILE_VAR,
-    PROXY_VARS,
+    rewrite_argv, ReportFd, RewriteOptions, ALWAYS_KEEP, ENV_FILE_VAR, PROXY_VARS,
 };
 pub use run::RunError;
 pub use shell::{detect_shell, detect_shell_from, Shell, ShellError, ShellKind};
 pub use summary::SnapshotSummary;
+pub use trust::{
+    canonical_prefix, sealed_memfd, writable_root_covering, PrivateDir, TrustError, Untrusted,
+};
+
+/// The descriptor a wrapped command finds its snapshot on (a sealed memfd, sourced as
+/// `/proc/self/fd/8`). Single digit, so that every shell can close it again.
+pub const SNAPSHOT_FD: i32 = 8;
+
+/// The descriptor a wrapped session command finds its `env/` scripts on (a sealed memfd).
+pub const ENV_FD: i32 = 7;
 
 /// The line that separates startup noise from the snapshot proper; it is also the first line
 /// of every snapshot file.
