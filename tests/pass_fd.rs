@@ -253,6 +253,23 @@ fn pass_fd_accepts_a_sealed_memfd_and_refuses_unsealed_ones_and_files() {
     sealed.read_to_string(&mut content).unwrap();
     assert_eq!(content, "greet() { echo from-memfd; }\n");
 
+    // Also under the read-only preset, and under a policy that hides $HOME and /proc: the
+    // process opens its own memfd, which lives on no path a rule could cover.
+    for narrow in [
+        r#"{"version":1,"filesystem":{"read":["/"]},"network":{"mode":"denied"},"enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#,
+        r#"{"version":1,"filesystem":{"read":["/usr"]},"network":{"mode":"denied"},"enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#,
+    ] {
+        let sealed = memfd(b"greet() { echo from-memfd; }\n", all);
+        let out = helper(
+            narrow,
+            &["--pass-fd", "5", "--cwd", "/usr"],
+            ". /proc/self/fd/5; greet",
+            &[(sealed.as_raw_fd(), 5)],
+        );
+        assert_eq!(out.status.code(), Some(0), "{narrow}: {}", stderr(&out));
+        assert_eq!(common::stdout(&out), "from-memfd\n");
+    }
+
     // Unsealed, or sealed against writes but still open to new seals or growth: refused.
     for seals in [0, libc::F_SEAL_WRITE, all & !libc::F_SEAL_SEAL, all & !libc::F_SEAL_GROW] {
         let open = memfd(b"greet() { echo from-memfd; }\n", seals);

@@ -330,6 +330,44 @@ fn state_trust_symlinks_at_snapshot_and_lock_names_are_never_followed() {
 }
 
 #[test]
+fn state_trust_loosened_modes_in_the_cache_are_not_believed() {
+    let tree = Tree::new();
+    write_bashrc(&tree, "");
+    let cache = cache_of(&tree, None);
+    let marker = tree.outside.join("marker");
+    let out = cordon_in(&tree, &tree.cwd, None, &["run", "--", "bash", "-lc", "greet a"]);
+    assert_eq!(stdout(&out), "hello a\n");
+    let names = cache_entries(&cache);
+    let snapshot = cache.join(&names[0]);
+    // chmod is not mediated by Landlock: a confined command opens the cache to everyone.
+    let script = format!(
+        "chmod 777 '{c}' && chmod 666 '{s}' && echo opened",
+        c = cache.display(),
+        s = snapshot.display()
+    );
+    let out = cordon_in(&tree, &tree.cwd, None, &["run", "--", "sh", "-c", &script]);
+    assert_eq!(stdout(&out), "opened\n", "{}", stderr(&out));
+    // Anyone may now write the snapshot; someone does.
+    fs::write(
+        &snapshot,
+        format!("touch '{}'\ngreet() {{ echo evil; }}\n", marker.display()),
+    )
+    .unwrap();
+    let out = cordon_in(
+        &tree,
+        &tree.cwd,
+        None,
+        &["run", "-p", "full-access", "--", "bash", "-lc", "greet b"],
+    );
+    assert_eq!(stdout(&out), "hello b\n", "{}", stderr(&out));
+    assert!(!marker.exists());
+    // The directory is private again, and the snapshot is a fresh, private one.
+    assert_eq!(fs::metadata(&cache).unwrap().mode() & 0o7777, 0o700);
+    assert_eq!(fs::metadata(&snapshot).unwrap().mode() & 0o7777, 0o600);
+    assert!(!fs::read_to_string(&snapshot).unwrap().contains("evil"));
+}
+
+#[test]
 fn state_trust_a_confined_flock_on_the_cache_blocks_nothing() {
     let tree = Tree::new();
     write_bashrc(&tree, "");
