@@ -572,17 +572,21 @@ impl Session {
         let names = env.names().unwrap_or_default();
         names
             .iter()
-            .filter_map(|name| match env.read_file(name, MAX_ENV_SCRIPT, Untrusted::Ignore) {
-                Ok(Some(content)) => Some(content),
-                Ok(None) => {
-                    tracing::info!("session: ignoring env/ entry {name:?} (not a private regular file)");
-                    None
-                }
-                Err(e) => {
-                    tracing::info!("session: ignoring env/ entry {name:?}: {e}");
-                    None
-                }
-            })
+            .filter_map(
+                |name| match env.read_file(name, MAX_ENV_SCRIPT, Untrusted::Ignore) {
+                    Ok(Some(content)) => Some(content),
+                    Ok(None) => {
+                        tracing::info!(
+                            "session: ignoring env/ entry {name:?} (not a private regular file)"
+                        );
+                        None
+                    }
+                    Err(e) => {
+                        tracing::info!("session: ignoring env/ entry {name:?}: {e}");
+                        None
+                    }
+                },
+            )
             .collect()
     }
 

@@ -43,7 +43,9 @@ impl Drop for SnapshotUse {
         if let Some(dir) = self.purge_after.take() {
             match snapshot::purge_cache(&dir) {
                 Ok(0) => {}
-                Ok(failed) => tracing::info!("snapshot cache {dir:?}: {failed} entries could not be purged"),
+                Ok(failed) => {
+                    tracing::info!("snapshot cache {dir:?}: {failed} entries could not be purged")
+                }
                 Err(e) => tracing::info!("snapshot cache not purged: {e}"),
             }
         }

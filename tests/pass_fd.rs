@@ -215,14 +215,18 @@ fn memfd(content: &[u8], seals: libc::c_int) -> File {
     use std::io::Write;
     let name = std::ffi::CString::new("test").unwrap();
     // SAFETY: memfd_create reads the NUL-terminated name and returns a new descriptor.
-    let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    let raw =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     assert!(raw >= 0);
     // SAFETY: memfd_create just returned this descriptor, owned by nothing else.
     let mut file = File::from(unsafe { OwnedFd::from_raw_fd(raw) });
     file.write_all(content).unwrap();
     if seals != 0 {
         // SAFETY: F_ADD_SEALS takes an integer argument only.
-        assert_eq!(unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) }, 0);
+        assert_eq!(
+            unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) },
+            0
+        );
     }
     file
 }
@@ -243,7 +247,12 @@ fn pass_fd_accepts_a_sealed_memfd_and_refuses_unsealed_ones_and_files() {
 
     // Sealed: readable by path inside the sandbox, never writable.
     let mut sealed = memfd(b"greet() { echo from-memfd; }\n", all);
-    let out = helper(&policy, &["--pass-fd", "5"], &script, &[(sealed.as_raw_fd(), 5)]);
+    let out = helper(
+        &policy,
+        &["--pass-fd", "5"],
+        &script,
+        &[(sealed.as_raw_fd(), 5)],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(common::stdout(&out), "from-memfd\nwrite-refused\n");
     assert!(marker.exists());
@@ -271,9 +280,19 @@ fn pass_fd_accepts_a_sealed_memfd_and_refuses_unsealed_ones_and_files() {
     }
 
     // Unsealed, or sealed against writes but still open to new seals or growth: refused.
-    for seals in [0, libc::F_SEAL_WRITE, all & !libc::F_SEAL_SEAL, all & !libc::F_SEAL_GROW] {
+    for seals in [
+        0,
+        libc::F_SEAL_WRITE,
+        all & !libc::F_SEAL_SEAL,
+        all & !libc::F_SEAL_GROW,
+    ] {
         let open = memfd(b"greet() { echo from-memfd; }\n", seals);
-        let out = helper(&policy, &["--pass-fd", "5"], &script, &[(open.as_raw_fd(), 5)]);
+        let out = helper(
+            &policy,
+            &["--pass-fd", "5"],
+            &script,
+            &[(open.as_raw_fd(), 5)],
+        );
         assert_eq!(out.status.code(), Some(125), "seals {seals:#x}");
         assert!(
             stderr(&out).contains("--pass-fd 5 is a memfd (or tmpfs file) without the write, grow, shrink and seal seals"),
@@ -285,7 +304,12 @@ fn pass_fd_accepts_a_sealed_memfd_and_refuses_unsealed_ones_and_files() {
 
     // A file on tmpfs answers F_GET_SEALS too (with F_SEAL_SEAL alone): refused.
     if let Ok(shm) = tempfile::tempfile_in("/dev/shm") {
-        let out = helper(&policy, &["--pass-fd", "5"], "touch ran", &[(shm.as_raw_fd(), 5)]);
+        let out = helper(
+            &policy,
+            &["--pass-fd", "5"],
+            "touch ran",
+            &[(shm.as_raw_fd(), 5)],
+        );
         assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
         assert!(!marker.exists());
     } else {

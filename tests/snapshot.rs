@@ -431,7 +431,10 @@ fn snapshot_env_scripts_are_evaluated_in_order_then_the_env_file() {
     let scripts: Vec<Vec<u8>> = ["3", "10", "20"]
         .iter()
         .map(|tag| format!("ORDER=\"${{ORDER:-}}{tag},\"\n").into_bytes())
-        .chain([b"if then\n".to_vec(), b"ORDER=\"${ORDER}after-error,\"\n".to_vec()])
+        .chain([
+            b"if then\n".to_vec(),
+            b"ORDER=\"${ORDER}after-error,\"\n".to_vec(),
+        ])
         .collect();
     let bundle = cordon::session::env_bundle(&scripts);
     let extra = fx.snaps.path().join("extra.sh");

@@ -10,7 +10,7 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{stderr, stdout, Tree};
@@ -84,7 +84,11 @@ fn assert_victim_intact(victim: &Path) {
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(names, ["victim.sh"], "something was written next to the victim");
+    assert_eq!(
+        names,
+        ["victim.sh"],
+        "something was written next to the victim"
+    );
 }
 
 fn cache_entries(cache: &Path) -> Vec<String> {
@@ -114,7 +118,15 @@ fn replay_plant(tree: &Tree, xdg: Option<&Path>, plant_cwd: &Path, plant_args: &
             tree,
             &tree.cwd,
             xdg,
-            &["run", "-p", "full-access", "--", "bash", "-lc", "greet warm"],
+            &[
+                "run",
+                "-p",
+                "full-access",
+                "--",
+                "bash",
+                "-lc",
+                "greet warm",
+            ],
         );
         assert_eq!(stdout(&warm), "hello warm\n", "{}", stderr(&warm));
         assert!(!cache_entries(&cache).is_empty());
@@ -153,7 +165,15 @@ fn state_trust_snapshot_planted_in_a_tmp_cache_is_never_sourced() {
         &tree,
         &tree.cwd,
         Some(xdg.path()),
-        &["run", "-p", "full-access", "--", "bash", "-lc", "greet again"],
+        &[
+            "run",
+            "-p",
+            "full-access",
+            "--",
+            "bash",
+            "-lc",
+            "greet again",
+        ],
     );
     assert_eq!(stdout(&out), "hello again\n");
 }
@@ -174,11 +194,21 @@ fn state_trust_snapshot_planted_with_writable_cache_is_never_sourced() {
     replay_plant(&tree, None, &tree.cwd, &["-w", dot_cache.to_str().unwrap()]);
     // Harmless counterpart: the default profile (cache not writable) reuses the snapshot.
     let cache = cache_of(&tree, None);
-    let first = cordon_in(&tree, &tree.cwd, None, &["run", "--", "bash", "-lc", "greet a"]);
+    let first = cordon_in(
+        &tree,
+        &tree.cwd,
+        None,
+        &["run", "--", "bash", "-lc", "greet a"],
+    );
     assert_eq!(stdout(&first), "hello a\n", "{}", stderr(&first));
     let before = cache_entries(&cache);
     assert_eq!(before.len(), 1, "{before:?}");
-    let second = cordon_in(&tree, &tree.cwd, None, &["run", "--", "bash", "-lc", "greet b"]);
+    let second = cordon_in(
+        &tree,
+        &tree.cwd,
+        None,
+        &["run", "--", "bash", "-lc", "greet b"],
+    );
     assert_eq!(stdout(&second), "hello b\n");
     assert_eq!(cache_entries(&cache), before);
 }
@@ -188,7 +218,12 @@ fn state_trust_startup_file_in_a_writable_root_means_no_snapshot_and_one_note() 
     let tree = Tree::new();
     write_bashrc(&tree, "");
     // cwd = HOME: the default profile makes ~/.bashrc writable.
-    let out = cordon_in(&tree, &tree.home, None, &["run", "--", "bash", "-lc", "echo ran"]);
+    let out = cordon_in(
+        &tree,
+        &tree.home,
+        None,
+        &["run", "--", "bash", "-lc", "echo ran"],
+    );
     assert_eq!(stdout(&out), "ran\n");
     let notes: Vec<&str> = std::str::from_utf8(&out.stderr)
         .unwrap()
@@ -196,7 +231,11 @@ fn state_trust_startup_file_in_a_writable_root_means_no_snapshot_and_one_note() 
         .filter(|l| l.starts_with("cordon: note: no shell snapshot"))
         .collect();
     assert_eq!(notes.len(), 1, "{}", stderr(&out));
-    assert!(notes[0].contains(tree.home.to_str().unwrap()), "{}", notes[0]);
+    assert!(
+        notes[0].contains(tree.home.to_str().unwrap()),
+        "{}",
+        notes[0]
+    );
     // Nothing was captured or cached for that run.
     assert_eq!(cache_entries(&cache_of(&tree, None)), Vec::<String>::new());
 }
@@ -301,7 +340,12 @@ fn state_trust_symlinks_at_snapshot_and_lock_names_are_never_followed() {
     write_bashrc(&tree, "");
     let victim = victim(&tree);
     let cache = cache_of(&tree, None);
-    let out = cordon_in(&tree, &tree.cwd, None, &["run", "--", "bash", "-lc", "greet a"]);
+    let out = cordon_in(
+        &tree,
+        &tree.cwd,
+        None,
+        &["run", "--", "bash", "-lc", "greet a"],
+    );
     assert_eq!(stdout(&out), "hello a\n");
     let names = cache_entries(&cache);
     assert_eq!(names.len(), 1);
@@ -313,11 +357,19 @@ fn state_trust_symlinks_at_snapshot_and_lock_names_are_never_followed() {
     std::os::unix::fs::symlink(&victim, cache.join("other.3.sh")).unwrap();
 
     // A normal run neither sources, writes nor chmods through the links.
-    let out = cordon_in(&tree, &tree.cwd, None, &["run", "--", "bash", "-lc", "greet b"]);
+    let out = cordon_in(
+        &tree,
+        &tree.cwd,
+        None,
+        &["run", "--", "bash", "-lc", "greet b"],
+    );
     assert_eq!(stdout(&out), "hello b\n", "{}", stderr(&out));
     assert_victim_intact(&victim);
     // The link at the snapshot's name was replaced by a real snapshot.
-    assert!(fs::symlink_metadata(&snapshot).unwrap().file_type().is_file());
+    assert!(fs::symlink_metadata(&snapshot)
+        .unwrap()
+        .file_type()
+        .is_file());
 
     // Cleanup deletes the links as links.
     let out = cordon_in(&tree, &tree.cwd, None, &["snapshot", "clean"]);
@@ -335,7 +387,12 @@ fn state_trust_loosened_modes_in_the_cache_are_not_believed() {
     write_bashrc(&tree, "");
     let cache = cache_of(&tree, None);
     let marker = tree.outside.join("marker");
-    let out = cordon_in(&tree, &tree.cwd, None, &["run", "--", "bash", "-lc", "greet a"]);
+    let out = cordon_in(
+        &tree,
+        &tree.cwd,
+        None,
+        &["run", "--", "bash", "-lc", "greet a"],
+    );
     assert_eq!(stdout(&out), "hello a\n");
     let names = cache_entries(&cache);
     let snapshot = cache.join(&names[0]);
@@ -372,7 +429,12 @@ fn state_trust_a_confined_flock_on_the_cache_blocks_nothing() {
     let tree = Tree::new();
     write_bashrc(&tree, "");
     let cache = cache_of(&tree, None);
-    let out = cordon_in(&tree, &tree.cwd, None, &["run", "--", "bash", "-lc", "greet a"]);
+    let out = cordon_in(
+        &tree,
+        &tree.cwd,
+        None,
+        &["run", "--", "bash", "-lc", "greet a"],
+    );
     assert_eq!(stdout(&out), "hello a\n");
     // Every file in the cache (and the lock names older versions used) is locked
     // exclusively by a confined command that can read the cache.
@@ -392,7 +454,13 @@ fn state_trust_a_confined_flock_on_the_cache_blocks_nothing() {
     let mut holder = tree
         .cordon()
         .env_remove("XDG_CACHE_HOME")
-        .args(["run", "--", common::python().to_str().unwrap(), "-c", &script])
+        .args([
+            "run",
+            "--",
+            common::python().to_str().unwrap(),
+            "-c",
+            &script,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

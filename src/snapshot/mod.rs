@@ -89,22 +89,20 @@ mod trust;
 use std::path::PathBuf;
 
 pub use cache::{
-    cache_dir, cache_session, cached_snapshot, purge_cache, startup_files_under_writable_root, CacheError,
-    CacheUse, CachedSnapshot,
+    cache_dir, cache_session, cached_snapshot, purge_cache, startup_files_under_writable_root,
+    CacheError, CacheUse, CachedSnapshot,
 };
 pub use cache_key::{cache_key, startup_files};
 pub use capture::{
-    capture_policy, create_snapshot, SnapshotError, SnapshotFile, SnapshotOptions, DEFAULT_MAX_OUTPUT,
-    DEFAULT_TIMEOUT, EXCLUDED_EXPORTS,
+    capture_policy, create_snapshot, SnapshotError, SnapshotFile, SnapshotOptions,
+    DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, EXCLUDED_EXPORTS,
 };
 pub use cleanup::{
     cleanup_stale, spawn_cleanup, CleanupError, CleanupReport, EntryName, SessionLock,
     DEFAULT_RETENTION, TEMP_GRACE,
 };
 pub use quote::{is_identifier, push_quoted, quoted};
-pub use rewrite::{
-    rewrite_argv, ReportFd, RewriteOptions, ALWAYS_KEEP, ENV_FILE_VAR, PROXY_VARS,
-};
+pub use rewrite::{rewrite_argv, ReportFd, RewriteOptions, ALWAYS_KEEP, ENV_FILE_VAR, PROXY_VARS};
 pub use run::RunError;
 pub use shell::{detect_shell, detect_shell_from, Shell, ShellError, ShellKind};
 pub use summary::SnapshotSummary;

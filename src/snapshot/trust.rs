@@ -34,7 +34,9 @@ const MAX_PURGE_DEPTH: usize = 32;
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
     /// The path is relative or contains `..`, so where it leads depends on more than its text.
-    #[error("{path:?} is not a plain absolute path (no `..`), so cordon does not keep state there")]
+    #[error(
+        "{path:?} is not a plain absolute path (no `..`), so cordon does not keep state there"
+    )]
     NotPlain {
         /// The path.
         path: PathBuf,
@@ -52,7 +54,9 @@ pub enum TrustError {
         path: PathBuf,
     },
     /// The directory belongs to another user.
-    #[error("{path:?} is owned by uid {owner}, not by cordon's uid {euid}; cordon does not use it")]
+    #[error(
+        "{path:?} is owned by uid {owner}, not by cordon's uid {euid}; cordon does not use it"
+    )]
     Owner {
         /// The directory.
         path: PathBuf,
@@ -357,7 +361,11 @@ fn open_component(
             // SAFETY: openat just returned this descriptor and nothing else owns it.
             Ok(fd) => return Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
             Err(Errno::ENOENT) if create && attempt == 0 => {
-                match mkdirat(Some(parent.as_raw_fd()), name, Mode::from_bits_truncate(0o700)) {
+                match mkdirat(
+                    Some(parent.as_raw_fd()),
+                    name,
+                    Mode::from_bits_truncate(0o700),
+                ) {
                     Ok(()) | Err(Errno::EEXIST) => continue,
                     Err(e) => return Err(io_at(path)(e)),
                 }
@@ -386,10 +394,13 @@ fn open_component(
 
 fn list(fd: &OwnedFd, path: &Path) -> Result<Vec<OsString>, TrustError> {
     // A second descriptor: `Dir` takes ownership of the one it reads.
-    let copy = fd.as_fd().try_clone_to_owned().map_err(|source| TrustError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let copy = fd
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|source| TrustError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     // Re-open "." through the copy so that the listing has its own file position.
     let own = openat(
         Some(copy.as_raw_fd()),
@@ -422,8 +433,12 @@ fn purge_dir(fd: &OwnedFd, path: &Path, depth: usize) -> usize {
     let mut failed = 0;
     for name in names {
         let child = path.join(&name);
-        let is_dir = fstatat(Some(fd.as_raw_fd()), name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-            .is_ok_and(|s| is_kind(&s, SFlag::S_IFDIR));
+        let is_dir = fstatat(
+            Some(fd.as_raw_fd()),
+            name.as_os_str(),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .is_ok_and(|s| is_kind(&s, SFlag::S_IFDIR));
         if is_dir {
             if depth >= MAX_PURGE_DEPTH {
                 failed += 1;
@@ -504,9 +519,11 @@ pub fn canonical_prefix(path: &Path) -> PathBuf {
 /// seal changes), for the helper's `--pass-fd`: the command can read it (as
 /// `/proc/self/fd/N`) but nothing can alter it after this call.
 pub fn sealed_memfd(name: &str, content: &[u8]) -> io::Result<OwnedFd> {
-    let cname = std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let cname =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: memfd_create reads the NUL-terminated name and returns a new descriptor.
-    let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    let raw =
+        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if raw < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -545,7 +562,8 @@ mod tests {
         let dir = PrivateDir::open(&real.join("a/b"), true).unwrap();
         dir.write_new("f", b"x").unwrap();
         assert_eq!(
-            dir.read_file(OsStr::new("f"), 10, Untrusted::Delete).unwrap(),
+            dir.read_file(OsStr::new("f"), 10, Untrusted::Delete)
+                .unwrap(),
             Some(b"x".to_vec())
         );
     }
@@ -554,10 +572,7 @@ mod tests {
     fn snapshot_trust_sealed_memfd_is_immutable() {
         let fd = sealed_memfd("t", b"abc").unwrap();
         let mut f = File::from(fd);
-        assert_eq!(
-            f.write(b"z").unwrap_err().raw_os_error(),
-            Some(libc::EPERM)
-        );
+        assert_eq!(f.write(b"z").unwrap_err().raw_os_error(), Some(libc::EPERM));
         // SAFETY: F_GET_SEALS reads the seal set only.
         let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
         assert_eq!(seals & libc::F_SEAL_SEAL, libc::F_SEAL_SEAL);
