@@ -463,6 +463,7 @@ impl Session {
         exec.cancel = request.cancel.clone();
         let mut report = None;
         if let Some((snapshot, content)) = snapshot {
+            let snapshot_kind = snapshot.kind;
             let mut rw = RewriteOptions::new(snapshot);
             rw.keep_overrides(request.env.set.keys());
             rw.env_scripts = true;
@@ -479,7 +480,7 @@ impl Session {
                 }
             };
             rw.report_cwd_fd = pipe.as_ref().and_then(|_| ReportFd::new(REPORT_FD));
-            let env_scripts = env_bundle(&self.read_env_scripts());
+            let env_scripts = env_bundle(snapshot_kind, &self.read_env_scripts());
             match wrap_with_snapshot(&mut exec, &rw, &content, Some(&env_scripts)) {
                 Ok(true) => {
                     if let Some((read, write)) = pipe {
@@ -683,12 +684,18 @@ fn check_outside_writable(policy: Option<&SandboxPolicy>, dir: &Path) -> Result<
     }
 }
 
-/// One script that evaluates each of `scripts` in turn, each as its own `eval` so that a
-/// syntax error in one spares the others, and a failing one does not stop the rest.
-pub fn env_bundle(scripts: &[Vec<u8>]) -> Vec<u8> {
+/// One script for shells of `kind` that evaluates each of `scripts` in turn, each as its own
+/// `eval` so that a syntax error in one spares the others, and a failing one does not stop the
+/// rest. dash needs `command eval` for that (a syntax error in the special builtin would end
+/// the sourced file); zsh has no such rule and no `command eval`, so it gets `builtin eval`.
+pub fn env_bundle(kind: ShellKind, scripts: &[Vec<u8>]) -> Vec<u8> {
+    let eval: &[u8] = match kind {
+        ShellKind::Bash | ShellKind::Zsh => b"\\builtin eval ",
+        ShellKind::Sh => b"\\command eval ",
+    };
     let mut out = Vec::new();
     for script in scripts {
-        out.extend_from_slice(b"eval ");
+        out.extend_from_slice(eval);
         push_quoted(&mut out, script);
         out.extend_from_slice(b" || :\n");
     }
@@ -800,10 +807,11 @@ mod tests {
 
     #[test]
     fn session_env_bundle_evaluates_each_script_alone() {
-        let bundle = env_bundle(&[b"export A='x'\n".to_vec(), b"if\n".to_vec()]);
+        let scripts = [b"export A='x'\n".to_vec(), b"if\n".to_vec()];
         assert_eq!(
-            bundle,
-            b"eval 'export A='\\''x'\\''\n' || :\neval 'if\n' || :\n".to_vec()
+            env_bundle(ShellKind::Bash, &scripts),
+            b"\\builtin eval 'export A='\\''x'\\''\n' || :\n\\builtin eval 'if\n' || :\n".to_vec()
         );
+        assert!(env_bundle(ShellKind::Sh, &scripts).starts_with(b"\\command eval "));
     }
 }

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -95,27 +95,27 @@ impl Fixture {
     ) -> Output {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).stdin(Stdio::null());
+        // Each memfd is copied to a number at or above 100 first, so that no dup2 in the child
+        // maps a number onto itself (which would keep close-on-exec) or overwrites the source
+        // of the next move.
         let memfds: Vec<(std::os::fd::OwnedFd, i32)> = [
             (snapshot, cordon::snapshot::SNAPSHOT_FD),
             (env_scripts, cordon::snapshot::ENV_FD),
         ]
         .into_iter()
         .filter_map(|(content, target)| {
-            content.map(|c| (cordon::snapshot::sealed_memfd("test", c).unwrap(), target))
+            let content = content?;
+            let memfd = cordon::snapshot::sealed_memfd("test", content).unwrap();
+            // SAFETY: fcntl duplicates a descriptor we hold open; the copy is owned below.
+            let high = unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100) };
+            assert!(high >= 100);
+            // SAFETY: `high` was just returned by fcntl and is owned by nothing else.
+            Some((unsafe { std::os::fd::OwnedFd::from_raw_fd(high) }, target))
         })
         .collect();
         let moves: Vec<(i32, i32)> = memfds.iter().map(|(fd, t)| (fd.as_raw_fd(), *t)).collect();
-        // SAFETY: dup2 is async-signal-safe; the memfds stay open in the parent (`memfds`)
-        // until the spawn returns, and their numbers are above the targets (memfd_create
-        // returns the lowest free number, above stdio and the targets only by chance, so
-        // dup2 onto itself is avoided by the F_DUPFD copies below).
-        let moves: Vec<(i32, i32)> = moves
-            .into_iter()
-            .map(|(src, t)| {
-                // SAFETY: fcntl duplicates an open descriptor; the copy lives for the process.
-                (unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 100) }, t)
-            })
-            .collect();
+        // SAFETY: dup2 is async-signal-safe; every source stays open in the parent (`memfds`)
+        // until the spawn returns, and no source equals a target.
         unsafe {
             cmd.pre_exec(move || {
                 for &(src, target) in &moves {
@@ -393,7 +393,10 @@ fn snapshot_overrides_and_path_win() {
         "export HTTP_PROXY=from-snapshot MY_TOKEN=from-snapshot OTHER=from-snapshot\n",
     );
     let snap = fx.snapshot("/bin/bash").unwrap();
-    let env_scripts = cordon::session::env_bundle(&[b"export HTTP_PROXY=from-env-dir\n".to_vec()]);
+    let env_scripts = cordon::session::env_bundle(
+        ShellKind::Bash,
+        &[b"export HTTP_PROXY=from-env-dir\n".to_vec()],
+    );
 
     let mut rw = RewriteOptions::new(snap.to_ref());
     // A runtime with its own proxy keeps the proxy variables too.
@@ -436,7 +439,6 @@ fn snapshot_env_scripts_are_evaluated_in_order_then_the_env_file() {
             b"ORDER=\"${ORDER}after-error,\"\n".to_vec(),
         ])
         .collect();
-    let bundle = cordon::session::env_bundle(&scripts);
     let extra = fx.snaps.path().join("extra.sh");
     fs::write(&extra, "ORDER=\"${ORDER}extra\"\n").unwrap();
     let marker_only = format!("{MARKER_LINE}\n");
@@ -451,6 +453,7 @@ fn snapshot_env_scripts_are_evaluated_in_order_then_the_env_file() {
             kind,
         });
         rw.env_scripts = true;
+        let bundle = cordon::session::env_bundle(kind, &scripts);
         let argv = rewrite_argv(&os(&[shell, "-lc", "echo \"$ORDER\""]), &rw);
         let out = fx.run_fds(
             &argv,
