@@ -115,8 +115,9 @@ pub enum SessionError {
 /// How a session is set up.
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
-    /// Directory for snapshots, the session lock and the `env/` directory (created 0700).
-    /// Sessions and stale cleanup may share it.
+    /// Directory for the session's `env/` directory and the snapshot while it is being made
+    /// (created 0700, reached without following symlinks). It must lie outside every writable
+    /// root of [`SessionOptions::policy`]. Sessions and stale cleanup may share it.
     pub dir: PathBuf,
     /// The session id (a file-name component). [`SessionOptions::new`] makes a unique one.
     pub id: SessionId,

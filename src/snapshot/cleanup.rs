@@ -1,7 +1,9 @@
 //! Stale snapshot cleanup and the session locks that protect live sessions from it.
 //!
-//! A live session holds a shared `flock` on `<dir>/<session>.lock` for as long as it lives
-//! ([`SessionLock`]). Cleanup, possibly in another process, tries an exclusive non-blocking
+//! A caller that keeps using a snapshot file on disk holds a shared `flock` on
+//! `<dir>/<session>.lock` for as long as it does ([`SessionLock`]; cordon's own runs and
+//! sessions read their snapshot into memory and need none). Cleanup, possibly in another
+//! process, tries an exclusive non-blocking
 //! `flock` on that file: if it cannot get it, the session is live and its files are left
 //! alone. The directory is reached without following any symlink and must be the user's
 //! ([`PrivateDir`]); every call after that is relative to its descriptor and never follows a
