@@ -17,8 +17,7 @@ pub struct Tree {
 
 impl Tree {
     pub fn new() -> Tree {
-        // CARGO_TARGET_TMPDIR is inside the project's target directory, not under /tmp.
-        let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+        let base = tempfile::tempdir_in(private_base()).expect("temp dir");
         let root = std::fs::canonicalize(base.path()).expect("canonical temp dir");
         let (cwd, home, outside) = (root.join("work"), root.join("home"), root.join("outside"));
         for dir in [&cwd, &home, &outside] {
@@ -77,6 +76,19 @@ impl Tree {
             .current_dir(&self.cwd)
             .output()
             .expect("spawn python")
+    }
+}
+
+/// Where trees are made: CARGO_TARGET_TMPDIR (inside the project's target directory), unless
+/// the clone itself lies under /tmp, which the default profile makes writable; then /var/tmp,
+/// so that `outside/` and `home/` stay outside every writable root wherever the clone is.
+fn private_base() -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let canonical = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
+    if canonical.starts_with("/tmp") {
+        PathBuf::from("/var/tmp")
+    } else {
+        target
     }
 }
 
