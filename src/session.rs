@@ -615,10 +615,7 @@ impl Session {
             return None;
         }
         let capture_env = capture_env(&self.opts.snapshot_env).ok()?;
-        let lookup = |k: &str| match capture_env.iter().rev().find(|(name, _)| name == k) {
-            Some((_, value)) => value.clone(),
-            None => std::env::var_os(k),
-        };
+        let lookup = |k: &str| crate::snapshot::changed_env(&capture_env, k);
         if let Some((file, root)) =
             startup_files_under_writable_root(self.opts.policy.as_ref(), shell.kind, lookup)
         {

@@ -86,10 +86,7 @@ pub fn use_cached_snapshot(request: &mut ExecRequest, want_snapshot: bool) -> Sn
     let mut attempt = || -> anyhow::Result<()> {
         let shell = snapshot::detect_shell(Some(&program))?;
         let env = capture_env(&EnvPolicy::default())?;
-        let lookup = |k: &str| match env.iter().rev().find(|(name, _)| name == k) {
-            Some((_, value)) => value.clone(),
-            None => std::env::var_os(k),
-        };
+        let lookup = |k: &str| snapshot::changed_env(&env, k);
         if let Some((file, root)) =
             snapshot::startup_files_under_writable_root(policy, shell.kind, lookup)
         {

@@ -54,6 +54,15 @@ pub fn cache_dir(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
     Some(base.join("cordon").join("snapshots"))
 }
 
+/// The value `key` has for a shell started with the environment `changes` applied to this
+/// process's (the last change wins; `None` also when a change removes it).
+pub fn changed_env(changes: &[(OsString, Option<OsString>)], key: &str) -> Option<OsString> {
+    match changes.iter().rev().find(|(name, _)| name == key) {
+        Some((_, value)) => value.clone(),
+        None => std::env::var_os(key),
+    }
+}
+
 /// The cache's name for a snapshot of `shell` in the current state of its startup files.
 pub fn cache_session(shell: &Shell, env: impl Fn(&str) -> Option<OsString>) -> SessionId {
     let binary = fs::canonicalize(&shell.path).unwrap_or_else(|_| shell.path.clone());
@@ -150,11 +159,7 @@ pub fn cached_snapshot(
     let handle = PrivateDir::open(dir, true)?;
     // The key is computed with the same variables the capture shell sees, so that a HOME set
     // for the capture names the startup files it will read.
-    let lookup = |k: &str| match env.iter().rev().find(|(name, _)| name == k) {
-        Some((_, value)) => value.clone(),
-        None => std::env::var_os(k),
-    };
-    let session = cache_session(shell, lookup);
+    let session = cache_session(shell, |k| changed_env(&env, k));
     let name = format!("{}.0.sh", session.as_str());
     let path = dir.join(&name);
     let snapshot = SnapshotRef {
