@@ -88,7 +88,7 @@ pub struct CachedSnapshot {
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     /// The directory cannot be trusted or set up.
-    #[error("snapshot cache: {0}")]
+    #[error(transparent)]
     Trust(#[from] TrustError),
     /// Making the snapshot failed.
     #[error(transparent)]

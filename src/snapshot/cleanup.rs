@@ -108,7 +108,7 @@ pub struct CleanupReport {
 pub enum CleanupError {
     /// The directory could not be opened or is not trusted (missing, reached through a
     /// symlink, not a directory, not the user's, ...).
-    #[error("snapshot cleanup: could not open directory {path:?}: {source}")]
+    #[error("snapshot cleanup: could not open directory {path:?}")]
     OpenDir {
         /// The snapshot directory.
         path: PathBuf,
