@@ -314,14 +314,8 @@ impl PrivateDir {
     /// Removes the subdirectory `name` and everything in it, as [`PrivateDir::purge`] does.
     pub fn remove_tree(&self, name: &str) -> usize {
         let path = self.path.join(name);
-        let failed = match openat(
-            Some(self.raw_fd()),
-            name,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        ) {
-            // SAFETY: openat just returned this descriptor and nothing else owns it.
-            Ok(fd) => purge_dir(&unsafe { OwnedFd::from_raw_fd(fd) }, &path, 1),
+        let failed = match open_for_purge(&self.fd, OsStr::new(name)) {
+            Ok(fd) => purge_dir(&fd, &path, 1),
             Err(Errno::ENOENT) => return 0,
             Err(_) => return 1,
         };
@@ -422,7 +416,41 @@ fn list(fd: &OwnedFd, path: &Path) -> Result<Vec<OsString>, TrustError> {
     Ok(names)
 }
 
+/// Opens the subdirectory `name` of `parent` for purging without following a symlink, after
+/// giving it back to its owner (0700): whoever planted it may have made it unreadable or
+/// unwritable to stop the purge (chmod is not mediated by Landlock). The mode is changed
+/// through the `O_PATH` descriptor's `/proc/self/fd` link, which names exactly the opened
+/// inode, never through the path.
+fn open_for_purge(parent: &OwnedFd, name: &OsStr) -> Result<OwnedFd, Errno> {
+    let path_fd = openat(
+        Some(parent.as_raw_fd()),
+        name,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    // SAFETY: openat just returned this descriptor and nothing else owns it.
+    let path_fd = unsafe { OwnedFd::from_raw_fd(path_fd) };
+    let link = format!("/proc/self/fd/{}", path_fd.as_raw_fd());
+    // A failure (not ours) leaves the mode; opening below then decides.
+    let _ = nix::sys::stat::fchmodat(
+        None,
+        link.as_str(),
+        Mode::from_bits_truncate(0o700),
+        nix::sys::stat::FchmodatFlags::FollowSymlink,
+    );
+    let fd = openat(
+        Some(path_fd.as_raw_fd()),
+        ".",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    // SAFETY: openat just returned this descriptor and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 fn purge_dir(fd: &OwnedFd, path: &Path, depth: usize) -> usize {
+    // Entries can only be unlinked from a directory we may write: restore that first.
+    let _ = fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o700));
     let names = match list(fd, path) {
         Ok(names) => names,
         Err(e) => {
@@ -444,17 +472,8 @@ fn purge_dir(fd: &OwnedFd, path: &Path, depth: usize) -> usize {
                 failed += 1;
                 continue;
             }
-            match openat(
-                Some(fd.as_raw_fd()),
-                name.as_os_str(),
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            ) {
-                Ok(sub) => {
-                    // SAFETY: openat just returned this descriptor and nothing else owns it.
-                    let sub = unsafe { OwnedFd::from_raw_fd(sub) };
-                    failed += purge_dir(&sub, &child, depth + 1);
-                }
+            match open_for_purge(fd, name.as_os_str()) {
+                Ok(sub) => failed += purge_dir(&sub, &child, depth + 1),
                 Err(_) => failed += 1,
             }
         }
@@ -566,6 +585,30 @@ mod tests {
                 .unwrap(),
             Some(b"x".to_vec())
         );
+    }
+
+    #[test]
+    fn snapshot_trust_purge_removes_locked_down_subdirectories_and_links_only() {
+        let base = tempfile::tempdir().unwrap();
+        let victim = base.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let dir = PrivateDir::open(&base.path().join("cache"), true).unwrap();
+        let sub = dir.path().join("planted/deeper");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("f"), "x").unwrap();
+        std::os::unix::fs::symlink(&victim, sub.join("link")).unwrap();
+        std::os::unix::fs::symlink(base.path(), dir.path().join("dirlink")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o500)).unwrap();
+        std::fs::set_permissions(
+            dir.path().join("planted"),
+            std::fs::Permissions::from_mode(0o000),
+        )
+        .unwrap();
+        assert_eq!(dir.purge(), 0);
+        assert_eq!(dir.names().unwrap(), Vec::<OsString>::new());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert!(base.path().join("cache").is_dir());
     }
 
     #[test]
