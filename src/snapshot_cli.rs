@@ -36,6 +36,8 @@ pub enum SnapshotCommand {
 #[derive(Debug, Default)]
 pub struct SnapshotUse {
     purge_after: Option<PathBuf>,
+    /// Keeps other runs off the cache until the purge is done; dropped after it.
+    marker: Option<snapshot::BypassMarker>,
 }
 
 impl Drop for SnapshotUse {
@@ -49,6 +51,8 @@ impl Drop for SnapshotUse {
                 Err(e) => tracing::info!("snapshot cache not purged: {e}"),
             }
         }
+        // Only now may other runs read the cache again.
+        self.marker = None;
     }
 }
 
@@ -75,6 +79,13 @@ pub fn use_cached_snapshot(request: &mut ExecRequest, want_snapshot: bool) -> Sn
             "no shell snapshot: the writable root {root:?} covers the cache {dir:?}, which is purged after the command"
         );
         used.purge_after = Some(dir.clone());
+        used.marker = match snapshot::BypassMarker::hold(&dir) {
+            Ok(marker) => Some(marker),
+            Err(e) => {
+                tracing::info!("cannot mark the snapshot cache as being written: {e}");
+                None
+            }
+        };
     }
     let program = match request.argv.as_slice() {
         [shell, flag, _, ..] if flag == "-lc" && want_snapshot => PathBuf::from(shell),
@@ -98,6 +109,12 @@ pub fn use_cached_snapshot(request: &mut ExecRequest, want_snapshot: bool) -> Sn
             return Ok(());
         }
         if used.purge_after.is_some() {
+            return Ok(());
+        }
+        if snapshot::bypass_in_progress(&dir) {
+            tracing::info!(
+                "no shell snapshot: a running command can write the cache {dir:?} (it is purged when that run ends)"
+            );
             return Ok(());
         }
         let cached = snapshot::cached_snapshot(&dir, &shell, env, snapshot::DEFAULT_TIMEOUT)?;

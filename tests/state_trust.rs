@@ -214,6 +214,100 @@ fn state_trust_snapshot_planted_with_writable_cache_is_never_sourced() {
 }
 
 #[test]
+fn state_trust_a_run_still_planting_keeps_concurrent_runs_off_the_cache() {
+    let tree = Tree::new();
+    write_bashrc(&tree, "");
+    let cache = cache_of(&tree, None);
+    let marker = tree.outside.join("marker");
+    let victim = victim(&tree);
+    let warm = cordon_in(
+        &tree,
+        &tree.cwd,
+        None,
+        &[
+            "run",
+            "-p",
+            "full-access",
+            "--",
+            "bash",
+            "-lc",
+            "greet warm",
+        ],
+    );
+    assert_eq!(stdout(&warm), "hello warm\n");
+    // cwd = HOME makes the cache writable; the command plants, then stays alive.
+    let script = format!("{}; sleep 4", plant_script(&cache, &marker, &victim));
+    let mut planter = tree
+        .cordon()
+        .current_dir(&tree.home)
+        .env_remove("XDG_CACHE_HOME")
+        .args(["run", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(planter.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "planted\n");
+    // While it runs, the planted snapshot sits in the cache; no other run may source it.
+    assert!(cache_entries(&cache)
+        .iter()
+        .any(|n| n == "bash-planted.0.sh"));
+    for args in [
+        &[
+            "run",
+            "-p",
+            "full-access",
+            "--",
+            "bash",
+            "-lc",
+            "greet x; true",
+        ][..],
+        &[
+            "run",
+            "--network",
+            "enabled",
+            "--",
+            "bash",
+            "-lc",
+            "greet x; true",
+        ][..],
+    ] {
+        let out = cordon_in(&tree, &tree.cwd, None, args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(!stdout(&out).contains("evil"), "{args:?}");
+        assert!(
+            !marker.exists(),
+            "{args:?}: the planted snapshot was sourced"
+        );
+    }
+    assert!(planter.wait().unwrap().success());
+    // The run ended: purged, and the cache is trusted again.
+    assert!(!cache_entries(&cache)
+        .iter()
+        .any(|n| n == "bash-planted.0.sh"));
+    let out = cordon_in(
+        &tree,
+        &tree.cwd,
+        None,
+        &[
+            "run",
+            "-p",
+            "full-access",
+            "--",
+            "bash",
+            "-lc",
+            "greet again",
+        ],
+    );
+    assert_eq!(stdout(&out), "hello again\n");
+    assert!(!marker.exists());
+    assert_victim_intact(&victim);
+}
+
+#[test]
 fn state_trust_startup_file_in_a_writable_root_means_no_snapshot_and_one_note() {
     let tree = Tree::new();
     write_bashrc(&tree, "");

@@ -134,6 +134,61 @@ pub fn startup_files_under_writable_root(
         .find_map(|file| writable_root_covering(policy, &file).map(|root| (file, root)))
 }
 
+/// Tells every other cordon process of this user, for as long as the value lives, that a run
+/// whose command can write the cache directory is in progress, so that none of them reads the
+/// cache meanwhile ([`bypass_in_progress`]): the purge after the run comes too late for a run
+/// that starts while the command is still planting.
+///
+/// The mark is an abstract unix socket with a name unique to this holder, under a prefix
+/// derived from the user and the cache directory. It lives in no file system a command could
+/// reach, vanishes with the process however it ends, and a command can neither remove nor hide
+/// it; binding look-alike names only makes other runs skip the cache.
+#[derive(Debug)]
+pub struct BypassMarker {
+    _socket: std::os::unix::net::UnixDatagram,
+}
+
+impl BypassMarker {
+    /// Marks `dir` as being written by a confined command.
+    pub fn hold(dir: &Path) -> io::Result<BypassMarker> {
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("{}{}", marker_prefix(dir), super::capture::unique_token());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+        let socket = std::os::unix::net::UnixDatagram::bind_addr(&addr)?;
+        Ok(BypassMarker { _socket: socket })
+    }
+}
+
+/// True while some process holds a [`BypassMarker`] for `dir` (or when that cannot be told:
+/// then the cache is not trusted either).
+pub fn bypass_in_progress(dir: &Path) -> bool {
+    let prefix = format!("@{}", marker_prefix(dir));
+    match fs::read_to_string("/proc/net/unix") {
+        Ok(table) => table.lines().any(|line| {
+            line.split_whitespace()
+                .nth(7)
+                .is_some_and(|p| p.starts_with(&prefix))
+        }),
+        Err(e) => {
+            tracing::info!("cannot tell whether the snapshot cache is being written: {e}");
+            true
+        }
+    }
+}
+
+/// `cordon-snapshot-bypass/<uid>/<16 hex digits of the cache directory's canonical path>/`.
+fn marker_prefix(dir: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::ffi::OsStrExt;
+    let canonical = super::trust::canonical_prefix(dir);
+    let digest = Sha256::digest(canonical.as_os_str().as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "cordon-snapshot-bypass/{}/{hex}/",
+        nix::unistd::geteuid().as_raw()
+    )
+}
+
 /// Empties the cache directory after a [`CacheUse::Bypass`] run, through descriptors only
 /// (a planted symlink is removed, never followed). A directory that is missing, a symlink, or
 /// not the user's is left alone: later runs refuse it anyway. Returns how many entries could

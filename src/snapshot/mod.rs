@@ -89,8 +89,8 @@ mod trust;
 use std::path::PathBuf;
 
 pub use cache::{
-    cache_dir, cache_session, cached_snapshot, changed_env, purge_cache,
-    startup_files_under_writable_root, CacheError, CacheUse, CachedSnapshot,
+    bypass_in_progress, cache_dir, cache_session, cached_snapshot, changed_env, purge_cache,
+    startup_files_under_writable_root, BypassMarker, CacheError, CacheUse, CachedSnapshot,
 };
 pub use cache_key::{cache_key, startup_files};
 pub use capture::{
