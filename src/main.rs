@@ -17,14 +17,13 @@ use cordon::exec::{
 use cordon::helper::SELF_HELPER_ARG;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
-use cordon::snapshot::CachedSnapshot;
 
 mod report;
 mod snapshot_cli;
 mod terminal;
 mod units;
 
-use snapshot_cli::{use_cached_snapshot, SnapshotCommand};
+use snapshot_cli::{use_cached_snapshot, SnapshotCommand, SnapshotUse};
 use units::{parse_bytes, parse_duration};
 
 /// `cordon run` without `--timeout` waits as long as the command runs.
@@ -191,8 +190,8 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 enum Prepared {
     /// `--print-policy` was handled.
     Printed,
-    /// The request, and the cached snapshot it uses (whose lock must outlive the run).
-    Run(Box<ExecRequest>, Option<CachedSnapshot>),
+    /// The request, and what its use of the snapshot cache leaves to do after it has run.
+    Run(Box<ExecRequest>, SnapshotUse),
 }
 
 /// Everything that can reject the request, before anything runs.
@@ -278,11 +277,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     if let Some(limit) = args.output_limit {
         request = request.output_limit(limit);
     }
-    let snapshot = if args.no_snapshot {
-        None
-    } else {
-        use_cached_snapshot(&mut request)
-    };
+    let snapshot = use_cached_snapshot(&mut request, !args.no_snapshot);
     Ok(Prepared::Run(Box::new(request), snapshot))
 }
 

@@ -374,10 +374,18 @@ fn prepare_status_fd(fd: RawFd) -> Result<RawFd, SetupError> {
     Ok(fd)
 }
 
-/// Accepts a `--pass-fd` descriptor only if it is a pipe or a socket. A descriptor of a regular
-/// file or a directory was opened before Landlock existed in this process, so the command could
-/// read, write or `openat` beneath it regardless of the policy.
+/// Accepts a `--pass-fd` descriptor only if it is a pipe, a socket, or a fully sealed memfd.
+/// A descriptor of a regular file or a directory was opened before Landlock existed in this
+/// process, so the command could read, write or `openat` beneath it regardless of the policy.
+/// A memfd is a regular file too, but one that lives on no path; once it carries every seal
+/// below, its content can never change again, so all the command gains from it is bytes the
+/// parent chose to give it (a shell snapshot, a session's env scripts). An ordinary file on
+/// tmpfs also answers `F_GET_SEALS`, but with `F_SEAL_SEAL` alone and no way to add the rest,
+/// so it is refused like any other file.
 fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
+    /// Write, grow, shrink, and no further seal changes: immutable for good.
+    const REQUIRED_SEALS: libc::c_int =
+        libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
     // SAFETY: `stat` is plain data for which all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes into `st`, a valid, writable stat buffer; `fd` is only an integer.
@@ -390,7 +398,18 @@ fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
     }
     let kind = match st.st_mode & libc::S_IFMT {
         libc::S_IFIFO | libc::S_IFSOCK => return Ok(()),
-        libc::S_IFREG => "a regular file",
+        libc::S_IFREG => {
+            // SAFETY: F_GET_SEALS only reads the descriptor's seal set; no memory is passed.
+            let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+            if seals >= 0 && seals & REQUIRED_SEALS == REQUIRED_SEALS {
+                return Ok(());
+            }
+            if seals >= 0 {
+                "a memfd (or tmpfs file) without the write, grow, shrink and seal seals"
+            } else {
+                "a regular file"
+            }
+        }
         libc::S_IFDIR => "a directory",
         libc::S_IFCHR => "a character device",
         libc::S_IFBLK => "a block device",
