@@ -192,7 +192,8 @@ impl Helper {
     }
 
     /// [`Helper::command`], and `pass` reaches the command at the target numbers (the helper
-    /// gets `--pass-fd N` for each and refuses anything but pipe and socket ends).
+    /// gets `--pass-fd N` for each and refuses anything but pipe and socket ends and fully sealed
+    /// memfds).
     pub fn command_with_fds(
         &self,
         policy: &SandboxPolicy,
