@@ -85,8 +85,8 @@ fn pass_fd_refuses_a_regular_file_with_125() {
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     assert_eq!(
         stderr(&out).trim(),
-        "cordon-sandbox: --pass-fd 5 is a regular file: only pipe and socket ends may be passed \
-         into the sandbox, because a file or directory descriptor would bypass Landlock"
+        "cordon-sandbox: --pass-fd 5 is a regular file: only pipe and socket ends and fully sealed \
+         memfds may be passed into the sandbox, because a file or directory descriptor would bypass Landlock"
     );
     assert!(!marker.exists());
     assert_eq!(fs::read_to_string(&outside).unwrap(), "untouched\n");
