@@ -11,6 +11,7 @@
 //! std::process::exit(code);
 //! ```
 
+pub mod bpf;
 pub mod confine;
 pub mod error;
 pub mod landlock_rules;

@@ -3,11 +3,10 @@
 //!
 //! The filter is a deny-list on top of Landlock: Landlock decides *which files*, seccomp removes
 //! the kernel interfaces that bypass or attack the sandbox, and the socket families that the
-//! policy's network mode forbids. The EPERM rules are compiled with seccompiler (which has one
-//! match action per filter); a short hand-written prefix in the same program answers the few
-//! unconditional rules with another errno (clone3: ENOSYS) and, on x86_64, refuses x32 system
-//! calls, which share the native audit arch but use other numbers. Non-native ABIs (i386
-//! through `int 0x80`) fail seccompiler's arch check and kill the process.
+//! policy's network mode forbids. [`compile`] turns the table into one BPF program
+//! ([`crate::bpf`] describes its layout); on x86_64 it also refuses x32 system calls, which
+//! share the native audit arch but use other numbers, and non-native ABIs (i386 through
+//! `int 0x80`) fail its architecture check and kill the process.
 //!
 //! ```
 //! use cordon_sandbox::policy::SandboxPolicy;
@@ -21,12 +20,7 @@
 //! assert!(rules.iter().all(|r| !r.reason.is_empty()));
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use seccompiler::{
-    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-    SeccompFilter, SeccompRule, TargetArch,
-};
+use seccompiler::BpfProgram;
 
 use crate::error::SetupError;
 use crate::policy::{SandboxPolicy, UnixSockets};
@@ -44,6 +38,8 @@ pub enum Arg {
     Masked64(u8, u64, u64),
     /// The 64-bit argument is not zero (a pointer that is not NULL).
     NonZero64(u8),
+    /// The 32-bit argument has at least one of the mask's bits set.
+    AnyBits32(u8, u64),
 }
 
 /// One refused system call (or one refused use of it).
@@ -194,46 +190,29 @@ const NETWORK_FAMILIES: [i32; 4] = [
 ];
 
 /// Socket types (the kernel's four-bit type field) refused on `AF_UNIX` while unix sockets are
-/// denied: the complement of the allow-list, stream and seqpacket. A stream socket refuses a
-/// destination on send (`EISCONN`/`EOPNOTSUPP`) and a seqpacket one ignores it
+/// denied: the complement of the allow-list, stream (1) and seqpacket (5). A stream socket
+/// refuses a destination on send (`EISCONN`/`EOPNOTSUPP`) and a seqpacket one ignores it
 /// (`unix_seqpacket_sendmsg`), so neither can address a socket outside; everything else either
 /// has datagram semantics or is refused so that a type a later kernel gives them cannot pass.
-const UNIX_TYPES_REFUSED: [(u64, &str); 14] = [
-    (0, "unix sockets denied: type 0 is no unix type; only stream and seqpacket pass"),
-    (2, "unix sockets denied: a datagram socket's sendmsg/sendmmsg carry a destination seccomp cannot read, which may be a socket outside"),
-    (3, "unix sockets denied: the kernel turns AF_UNIX SOCK_RAW into SOCK_DGRAM (unix_create), a datagram socket"),
-    (4, "unix sockets denied: SOCK_RDM is no unix type today; refused so that a later kernel cannot make it a datagram socket"),
-    (6, "unix sockets denied: SOCK_DCCP is no unix type today; refused so that a later kernel cannot make it a datagram socket"),
-    (7, "unix sockets denied: type 7 is unassigned; only stream and seqpacket pass"),
-    (8, "unix sockets denied: type 8 is unassigned; only stream and seqpacket pass"),
-    (9, "unix sockets denied: type 9 is unassigned; only stream and seqpacket pass"),
-    (10, "unix sockets denied: SOCK_PACKET is no unix type; only stream and seqpacket pass"),
-    (11, "unix sockets denied: type 11 is beyond SOCK_MAX; only stream and seqpacket pass"),
-    (12, "unix sockets denied: type 12 is beyond SOCK_MAX; only stream and seqpacket pass"),
-    (13, "unix sockets denied: type 13 is beyond SOCK_MAX; only stream and seqpacket pass"),
-    (14, "unix sockets denied: type 14 is beyond SOCK_MAX; only stream and seqpacket pass"),
-    (15, "unix sockets denied: type 15 is beyond SOCK_MAX; only stream and seqpacket pass"),
+/// Each entry is `(mask, value)` over the type field, so that a group of types costs one rule
+/// (the filter is compiled before every command; fewer rules install faster).
+const UNIX_TYPES_REFUSED: [(u64, u64, &str); 5] = [
+    (0xf, 0, "unix sockets denied: type 0 is no unix type; only stream and seqpacket pass"),
+    (0xe, 2, "unix sockets denied: SOCK_DGRAM (2) carries a destination in sendmsg/sendmmsg that seccomp cannot read, and the kernel turns AF_UNIX SOCK_RAW (3) into SOCK_DGRAM (unix_create)"),
+    (0xf, 4, "unix sockets denied: SOCK_RDM is no unix type today; refused so that a later kernel cannot make it a datagram socket"),
+    (0xe, 6, "unix sockets denied: SOCK_DCCP (6) and type 7 are no unix types today; refused so that a later kernel cannot make them datagram sockets"),
+    (0x8, 8, "unix sockets denied: types 8-15 (SOCK_PACKET, the unassigned ones, beyond SOCK_MAX) are no unix types; only stream and seqpacket pass"),
 ];
 
 /// Socket types refused on `AF_INET`/`AF_INET6` while TCP port lists are in force: Landlock's
-/// port rules govern only stream sockets with protocol TCP, so every type but stream (whose
-/// protocol is checked separately) and datagram (UDP, ICMP echo: governed by the network mode
-/// alone, as documented) is refused.
-const INET_TYPES_REFUSED_UNDER_PORTS: [(u64, &str); 14] = [
-    (0, "TCP port lists: type 0 is no inet type; only stream (TCP) and datagram pass"),
-    (3, "TCP port lists: a raw socket crafts TCP segments to any port (and needs CAP_NET_RAW, which is dropped)"),
-    (4, "TCP port lists: SOCK_RDM is outside Landlock's TCP port rules"),
-    (5, "TCP port lists: SOCK_SEQPACKET is SCTP, which connects and binds to any port outside Landlock's TCP rules"),
-    (6, "TCP port lists: SOCK_DCCP connects and binds to any port outside Landlock's TCP rules"),
-    (7, "TCP port lists: type 7 is unassigned; only stream (TCP) and datagram pass"),
-    (8, "TCP port lists: type 8 is unassigned; only stream (TCP) and datagram pass"),
-    (9, "TCP port lists: type 9 is unassigned; only stream (TCP) and datagram pass"),
-    (10, "TCP port lists: SOCK_PACKET is outside Landlock's TCP port rules"),
-    (11, "TCP port lists: type 11 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
-    (12, "TCP port lists: type 12 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
-    (13, "TCP port lists: type 13 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
-    (14, "TCP port lists: type 14 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
-    (15, "TCP port lists: type 15 is beyond SOCK_MAX; only stream (TCP) and datagram pass"),
+/// port rules govern only stream sockets with protocol TCP, so every type but stream (1, whose
+/// protocol is checked separately) and datagram (2: UDP, ICMP echo, governed by the network mode
+/// alone, as documented) is refused. `(mask, value)` over the type field, as above.
+const INET_TYPES_REFUSED_UNDER_PORTS: [(u64, u64, &str); 4] = [
+    (0xf, 0, "TCP port lists: type 0 is no inet type; only stream (TCP) and datagram pass"),
+    (0xf, 3, "TCP port lists: a raw socket crafts TCP segments to any port (and needs CAP_NET_RAW, which is dropped)"),
+    (0xc, 4, "TCP port lists: SOCK_RDM (4), SOCK_SEQPACKET (5, SCTP), SOCK_DCCP (6) and type 7 connect or bind outside Landlock's TCP port rules"),
+    (0x8, 8, "TCP port lists: types 8-15 (SOCK_PACKET, the unassigned ones, beyond SOCK_MAX) are outside Landlock's TCP port rules"),
 ];
 
 /// The socket rules: which families, which types, and (unix sockets denied) which calls could
@@ -270,8 +249,8 @@ fn socket_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
     if !network_denied && ports_in_force {
         for family in [AF_INET as u64, AF_INET6 as u64] {
             let is_family = Arg::Eq32(0, family);
-            for (kind, reason) in INET_TYPES_REFUSED_UNDER_PORTS {
-                let is_kind = Arg::Masked32(1, SOCK_TYPE_MASK, kind);
+            for (mask, kind, reason) in INET_TYPES_REFUSED_UNDER_PORTS {
+                let is_kind = Arg::Masked32(1, mask, kind);
                 r.push(rule(
                     "socket",
                     SYS_socket,
@@ -316,8 +295,8 @@ fn socket_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
             rule("listen", SYS_listen, &[], EPERM,
                 "unix sockets denied: a listening unix socket is a server that processes outside could connect to"),
         ]);
-        for (kind, reason) in UNIX_TYPES_REFUSED {
-            let is_kind = Arg::Masked32(1, SOCK_TYPE_MASK, kind);
+        for (mask, kind, reason) in UNIX_TYPES_REFUSED {
+            let is_kind = Arg::Masked32(1, mask, kind);
             r.push(rule(
                 "socket",
                 SYS_socket,
@@ -333,8 +312,8 @@ fn socket_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
         r.push(rule("socket", SYS_socket, &[is_unix], EPERM,
             "unix sockets denied: with the network enabled, connect cannot be filtered by family, so unix sockets cannot be created"));
     }
-    for (kind, reason) in UNIX_TYPES_REFUSED {
-        let is_kind = Arg::Masked32(1, SOCK_TYPE_MASK, kind);
+    for (mask, kind, reason) in UNIX_TYPES_REFUSED {
+        let is_kind = Arg::Masked32(1, mask, kind);
         r.push(rule(
             "socketpair",
             SYS_socketpair,
@@ -484,13 +463,10 @@ fn ipc_rules() -> Vec<SyscallRule> {
 /// all of them.
 const SYS_FCHMODAT2: i64 = 452;
 /// The bits that make an executable run with its owner's or group's privileges.
-const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+const SET_ID_BITS: u64 = (libc::S_ISUID | libc::S_ISGID) as u64;
 /// The flags with which `open` applies its mode: `O_CREAT`, and `O_TMPFILE` without the
 /// `O_DIRECTORY` bit it includes (that bit alone means no file is made).
-const CREATING_FLAGS: [u64; 2] = [
-    libc::O_CREAT as u64,
-    (libc::O_TMPFILE & !libc::O_DIRECTORY) as u64,
-];
+const CREATING_FLAGS: u64 = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u64;
 
 /// Refusals of every call that sets a mode with the setuid or setgid bit. Landlock does not
 /// mediate chmod, so without these a command (as root without capabilities, or as any user on
@@ -525,290 +501,31 @@ fn mode_rules() -> Vec<SyscallRule> {
     ];
     let mut r = Vec::new();
     for &(name, nr, mode, reason) in mode_setters {
-        for bit in SET_ID_BITS {
-            r.push(rule(
-                name,
-                nr,
-                &[Arg::Masked32(mode, bit, bit)],
-                EPERM,
-                reason,
-            ));
-        }
+        r.push(rule(
+            name,
+            nr,
+            &[Arg::AnyBits32(mode, SET_ID_BITS)],
+            EPERM,
+            reason,
+        ));
     }
     for &(name, nr, flags, mode) in openers {
-        for creating in CREATING_FLAGS {
-            for bit in SET_ID_BITS {
-                r.push(rule(
-                    name,
-                    nr,
-                    &[Arg::Masked32(flags, creating, creating), Arg::Masked32(mode, bit, bit)],
-                    EPERM,
-                    "creating a file (O_CREAT or O_TMPFILE) with the setuid or setgid bit makes a privilege-raising executable",
-                ));
-            }
-        }
+        r.push(rule(
+            name,
+            nr,
+            &[Arg::AnyBits32(flags, CREATING_FLAGS), Arg::AnyBits32(mode, SET_ID_BITS)],
+            EPERM,
+            "creating a file (O_CREAT or O_TMPFILE) with the setuid or setgid bit makes a privilege-raising executable",
+        ));
     }
     r.push(rule("openat2", SYS_openat2, &[], ENOSYS,
         "openat2 passes its mode in memory that seccomp cannot read; ENOSYS makes libc and programs fall back to openat"));
     r
 }
 
-fn condition(arg: Arg) -> Result<SeccompCondition, seccompiler::BackendError> {
-    let (index, len, op, value) = match arg {
-        Arg::Eq32(i, v) => (i, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, v),
-        Arg::Ne32(i, v) => (i, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, v),
-        Arg::Masked32(i, m, v) => (i, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(m), v),
-        Arg::Masked64(i, m, v) => (i, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(m), v),
-        Arg::NonZero64(i) => (i, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0),
-    };
-    SeccompCondition::new(index, len, op, value)
-}
-
-fn target_arch() -> Result<TargetArch, SetupError> {
-    TargetArch::try_from(std::env::consts::ARCH).map_err(|e| SetupError::Seccomp {
-        what: "select architecture",
-        message: e.to_string(),
-        errno: None,
-    })
-}
-
-/// Compiles `rules` into one BPF program: a short prefix written here (x32 system calls on
-/// x86_64, and the unconditional rules whose errno is not EPERM, such as clone3's ENOSYS),
-/// then the EPERM rules as compiled by seccompiler. One program rather than one per errno:
-/// the kernel JIT-compiles every filter and precomputes its per-syscall cache when it is
-/// installed, which was the most expensive step of the helper with three filters.
+/// Compiles `rules` into one BPF program; see [`crate::bpf`] for its layout.
 pub fn compile(rules: &[SyscallRule]) -> Result<BpfProgram, SetupError> {
-    let arch = target_arch()?;
-    let compile_error = |e: &dyn std::fmt::Display| SetupError::Seccomp {
-        what: "compile",
-        message: e.to_string(),
-        errno: None,
-    };
-    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    let mut unconditional = BTreeSet::new();
-    let mut other_errno: Vec<(i64, i32)> = Vec::new();
-    for r in rules {
-        if r.errno != libc::EPERM {
-            if !r.when.is_empty() {
-                return Err(compile_error(&format!(
-                    "{}: argument conditions are supported for EPERM rules only",
-                    r.syscall
-                )));
-            }
-            if !other_errno.iter().any(|&(nr, _)| nr == r.nr) {
-                other_errno.push((r.nr, r.errno));
-            }
-            continue;
-        }
-        if unconditional.contains(&r.nr) {
-            continue;
-        }
-        let conditions = r
-            .when
-            .iter()
-            .map(|&a| condition(a))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| compile_error(&e))?;
-        let chain = eperm.entry(r.nr).or_default();
-        if conditions.is_empty() {
-            // seccompiler expresses "always" as an empty rule chain.
-            chain.clear();
-            unconditional.insert(r.nr);
-            continue;
-        }
-        chain.push(SeccompRule::new(conditions).map_err(|e| compile_error(&e))?);
-    }
-    let filter = SeccompFilter::new(
-        eperm,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| compile_error(&e))?;
-    let main = BpfProgram::try_from(filter).map_err(|e| compile_error(&e))?;
-    let filtered: Vec<i64> = rules
-        .iter()
-        .filter(|r| r.errno == libc::EPERM)
-        .map(|r| r.nr)
-        .collect();
-    let mut program = prefix(arch, &other_errno, &filtered)?;
-    program.extend(main);
-    Ok(program)
-}
-
-/// The hand-written start of the program, for the native architecture (everything else falls
-/// through to the seccompiler program, whose arch check kills non-native callers):
-/// - x32 system calls get EPERM (on x86_64 they share the native audit arch, and their
-///   numbers match none of seccompiler's rules);
-/// - the `special` `(nr, errno)` rules are answered;
-/// - a binary search over the numbers the seccompiler program has rules for sends those to it
-///   and allows everything else at once. The kernel evaluates a new filter for every system
-///   call number when it is installed (to cache constant answers), so a short path for the
-///   hundreds of unfiltered calls makes installation several times cheaper than walking
-///   seccompiler's linear chain.
-fn prefix(
-    arch: TargetArch,
-    special: &[(i64, i32)],
-    filtered: &[i64],
-) -> Result<BpfProgram, SetupError> {
-    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-    const ARCH_OFFSET: u32 = 4;
-    const NR_OFFSET: u32 = 0;
-    let audit_arch: u32 = match arch {
-        TargetArch::x86_64 => 0xc000_003e,
-        TargetArch::aarch64 => 0xc000_00b7,
-        TargetArch::riscv64 => 0xc000_00f3,
-    };
-    let nr32 = |nr: i64| {
-        u32::try_from(nr)
-            .map_err(|_| seccomp_compile_error(format!("system call number {nr} out of range")))
-    };
-    let mut asm = Asm::default();
-    asm.load(ARCH_OFFSET);
-    asm.jump_unless_eq(audit_arch, Label::Main);
-    asm.load(NR_OFFSET);
-    if arch == TargetArch::x86_64 {
-        asm.jump_if_ge(X32_SYSCALL_BIT, Label::Errno(libc::EPERM));
-    }
-    for &(nr, errno) in special {
-        asm.jump_if_eq(nr32(nr)?, Label::Errno(errno));
-    }
-    let mut sorted: Vec<u32> = filtered
-        .iter()
-        .map(|&nr| nr32(nr))
-        .collect::<Result<_, _>>()?;
-    sorted.sort_unstable();
-    sorted.dedup();
-    asm.search(&sorted);
-    asm.finish()
-}
-
-fn seccomp_compile_error(message: String) -> SetupError {
-    SetupError::Seccomp {
-        what: "compile",
-        message,
-        errno: None,
-    }
-}
-
-/// Where a jump in the prefix goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Label {
-    /// The seccompiler program right after the prefix.
-    Main,
-    /// A `return ERRNO(errno)` placed after the code.
-    Errno(i32),
-    /// `return ALLOW`, placed after the code.
-    Allow,
-    /// An instruction index inside the prefix.
-    At(usize),
-}
-
-/// A tiny assembler for forward-only classic BPF: jumps name labels, resolved in `finish`.
-#[derive(Default)]
-struct Asm {
-    code: Vec<(sock_filter, Option<Label>, Option<Label>)>,
-}
-
-impl Asm {
-    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-    const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
-    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-
-    fn insn(code: u16, k: u32) -> sock_filter {
-        sock_filter {
-            code,
-            jt: 0,
-            jf: 0,
-            k,
-        }
-    }
-    fn load(&mut self, offset: u32) {
-        self.code
-            .push((Asm::insn(Asm::LD_W_ABS, offset), None, None));
-    }
-    fn jump_if_eq(&mut self, k: u32, to: Label) {
-        self.code.push((Asm::insn(Asm::JEQ_K, k), Some(to), None));
-    }
-    fn jump_unless_eq(&mut self, k: u32, to: Label) {
-        self.code.push((Asm::insn(Asm::JEQ_K, k), None, Some(to)));
-    }
-    fn jump_if_ge(&mut self, k: u32, to: Label) {
-        self.code.push((Asm::insn(Asm::JGE_K, k), Some(to), None));
-    }
-    fn jump(&mut self, to: Label) {
-        self.code.push((Asm::insn(Asm::JA, 0), Some(to), None));
-    }
-
-    /// Sends the numbers in `sorted` to `Main` and everything else to `Allow`.
-    fn search(&mut self, sorted: &[u32]) {
-        if sorted.len() <= 4 {
-            for &nr in sorted {
-                self.jump_if_eq(nr, Label::Main);
-            }
-            self.jump(Label::Allow);
-            return;
-        }
-        let mid = sorted.len() / 2;
-        let at = self.code.len();
-        self.code
-            .push((Asm::insn(Asm::JGE_K, sorted[mid]), None, None));
-        self.search(&sorted[..mid]);
-        let right = self.code.len();
-        self.code[at].1 = Some(Label::At(right));
-        self.search(&sorted[mid..]);
-    }
-
-    fn finish(self) -> Result<BpfProgram, SetupError> {
-        let mut errnos: Vec<i32> = Vec::new();
-        for (_, jt, jf) in &self.code {
-            for label in [jt, jf].into_iter().flatten() {
-                if let Label::Errno(e) = label {
-                    if !errnos.contains(e) {
-                        errnos.push(*e);
-                    }
-                }
-            }
-        }
-        let allow_at = self.code.len();
-        let errno_at = |e: i32| allow_at + 1 + errnos.iter().position(|&x| x == e).unwrap_or(0);
-        let main_at = allow_at + 1 + errnos.len();
-        let resolve = |from: usize, label: Label| -> Result<u32, SetupError> {
-            let to = match label {
-                Label::Main => main_at,
-                Label::Allow => allow_at,
-                Label::Errno(e) => errno_at(e),
-                Label::At(i) => i,
-            };
-            to.checked_sub(from + 1)
-                .map(|d| d as u32)
-                .ok_or_else(|| seccomp_compile_error("backward jump in the prefix".into()))
-        };
-        let short = |d: u32| {
-            u8::try_from(d).map_err(|_| seccomp_compile_error("prefix jump too long".into()))
-        };
-        let mut out = Vec::with_capacity(main_at);
-        for (i, (mut insn, jt, jf)) in self.code.into_iter().enumerate() {
-            if insn.code == Asm::JA {
-                insn.k = resolve(i, jt.unwrap_or(Label::Allow))?;
-            } else {
-                if let Some(label) = jt {
-                    insn.jt = short(resolve(i, label)?)?;
-                }
-                if let Some(label) = jf {
-                    insn.jf = short(resolve(i, label)?)?;
-                }
-            }
-            out.push(insn);
-        }
-        out.push(Asm::insn(Asm::RET_K, libc::SECCOMP_RET_ALLOW));
-        for e in errnos {
-            out.push(Asm::insn(Asm::RET_K, libc::SECCOMP_RET_ERRNO | e as u32));
-        }
-        Ok(out)
-    }
+    crate::bpf::compile(rules)
 }
 
 /// Installs the program. Needs `no_new_privs` (or CAP_SYS_ADMIN).
@@ -822,6 +539,10 @@ pub fn install(program: &BpfProgram) -> Result<(), SetupError> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use seccompiler::sock_filter;
+
     use super::*;
     use crate::policy::*;
 
@@ -887,6 +608,7 @@ mod tests {
             Arg::Masked32(i, m, v) => args[i as usize] & 0xffff_ffff & m == v,
             Arg::Masked64(i, m, v) => args[i as usize] & m == v,
             Arg::NonZero64(i) => args[i as usize] != 0,
+            Arg::AnyBits32(i, m) => args[i as usize] & 0xffff_ffff & m != 0,
         };
         match rules
             .iter()
@@ -929,7 +651,7 @@ mod tests {
                 for nr in numbers {
                     for &a0 in &interesting {
                         for &a1 in &interesting {
-                            for a4 in [0, 0x7fff_0000] {
+                            for a4 in [0, 0x7fff_0000, 1 << 32] {
                                 let args = [a0, a1, 0, 0, a4, 0];
                                 assert_eq!(
                                     run(&program, native, nr, args),
@@ -1206,7 +928,7 @@ mod socket_tests {
                     for &a1 in &types {
                         for &a2 in protocols.iter().chain(&flags) {
                             for &a3 in &flags {
-                                for a4 in [0, 0x7fff_0000] {
+                                for a4 in [0, 0x7fff_0000, 1 << 32] {
                                     let args = [a0, a1, a2, a3, a4, 0];
                                     assert_eq!(
                                         run(&program, arch, nr, args),
