@@ -1,9 +1,12 @@
 //! Prints the argv `cordon run` would execute for `SHELL -lc SCRIPT [ARGS...]` with the cached
-//! shell snapshot (making it when missing), one NUL-terminated argument each, so that a
-//! benchmark can run exactly the wrapped command through the helper.
+//! shell snapshot (making it when missing), one NUL-terminated argument each, and writes the
+//! snapshot's content to `--content FILE`, so that a benchmark can run exactly the wrapped
+//! command through the helper (the wrapper sources the content from descriptor 8, a sealed
+//! memfd that `cordon run` fills; `scripts/bench.sh` does the same with a small launcher).
 //!
 //! ```text
-//! HOME=/tmp/bench-home target/release/examples/snapshot_argv bash -lc true | xargs -0 ...
+//! CORDON_HELPER=target/release/cordon-sandbox HOME=/tmp/bench-home \
+//!   target/release/examples/snapshot_argv --content /tmp/snap.sh bash -lc true | xargs -0 ...
 //! ```
 //!
 //! Exits 1 with a message when no snapshot can be made (the benchmark must not silently
@@ -22,10 +25,14 @@ use cordon::snapshot::{
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> Result<(), BoxError> {
-    let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let program = argv
-        .first()
-        .ok_or("usage: snapshot_argv SHELL -lc SCRIPT [ARGS...]")?;
+    let usage = "usage: snapshot_argv --content FILE SHELL -lc SCRIPT [ARGS...]";
+    let mut argv: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if argv.len() < 2 || argv[0] != "--content" {
+        return Err(usage.into());
+    }
+    let content_file = std::path::PathBuf::from(argv.remove(1));
+    argv.remove(0);
+    let program = argv.first().ok_or(usage)?;
     let dir = cache_dir(|k| std::env::var_os(k)).ok_or("no HOME or XDG_CACHE_HOME")?;
     let shell = detect_shell(Some(program.as_ref()))?;
     let cached = cached_snapshot(
@@ -38,6 +45,7 @@ fn main() -> Result<(), BoxError> {
     if wrapped == argv {
         return Err("the command is not SHELL -lc SCRIPT for a supported shell".into());
     }
+    std::fs::write(&content_file, cached.content.as_slice())?;
     let mut out = std::io::stdout().lock();
     for arg in &wrapped {
         out.write_all(arg.as_bytes())?;

@@ -28,6 +28,8 @@ use std::sync::Arc;
 use cordon_sandbox::status::{read_records, StatusRecord};
 use cordon_sandbox::SandboxPolicy;
 
+use crate::exec::supervisor_guard::guard_supervisor;
+
 /// Hidden first argument that makes the `cordon` binary act as the helper.
 pub const SELF_HELPER_ARG: &str = "__sandbox";
 /// Environment variable naming the helper binary explicitly.
@@ -54,6 +56,11 @@ pub enum HelperError {
     /// Two passed descriptors share a target number, or a target is 0, 1 or 2.
     #[error("cannot pass descriptor {0} to the command: targets must be distinct and above 2")]
     PassTarget(RawFd),
+    /// This process could not be made non-dumpable, or its core limit could not be lowered.
+    #[error(
+        "cannot keep this process's memory from the command (not dumpable, no core dump): {0}"
+    )]
+    GuardSupervisor(io::Error),
 }
 
 /// A descriptor the command inherits on purpose, at number `target` (for example the write
@@ -172,7 +179,9 @@ impl Helper {
 
     /// Builds the launch of `argv` under `policy` in `cwd`. The status pipe's write end is
     /// inherited by the helper only: it is close-on-exec in this process and made inheritable
-    /// in the child between fork and exec.
+    /// in the child between fork and exec. This process becomes not dumpable, with a core soft
+    /// limit of 0, for the rest of its life; the helper gets the caller's core limit back (see
+    /// [`crate::exec`]).
     pub fn command(
         &self,
         policy: &SandboxPolicy,
@@ -183,7 +192,8 @@ impl Helper {
     }
 
     /// [`Helper::command`], and `pass` reaches the command at the target numbers (the helper
-    /// gets `--pass-fd N` for each and refuses anything but pipe and socket ends).
+    /// gets `--pass-fd N` for each and refuses anything but pipe and socket ends and fully sealed
+    /// memfds).
     pub fn command_with_fds(
         &self,
         policy: &SandboxPolicy,
@@ -192,6 +202,7 @@ impl Helper {
         pass: &[PassFd],
     ) -> Result<Launch, HelperError> {
         let floor = fd_floor(pass)?;
+        let core_limit = guard_supervisor().map_err(HelperError::GuardSupervisor)?;
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| HelperError::Pipe(io::Error::from(e)))?;
         // Above every target, so that installing the passed descriptors cannot overwrite it.
@@ -219,6 +230,11 @@ impl Helper {
                 }
                 Ok(())
             });
+        }
+        // SAFETY: the closure calls only getrlimit and setrlimit, which are async-signal-safe,
+        // and allocates nothing.
+        unsafe {
+            command.pre_exec(move || core_limit.restore_in_child());
         }
         let passed = install_passed_fds(&mut command, pass, floor).map_err(HelperError::Pipe)?;
         Ok(Launch {

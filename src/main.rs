@@ -17,13 +17,13 @@ use cordon::exec::{
 use cordon::helper::SELF_HELPER_ARG;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
-use cordon::snapshot::CachedSnapshot;
 
 mod report;
 mod snapshot_cli;
+mod terminal;
 mod units;
 
-use snapshot_cli::{use_cached_snapshot, SnapshotCommand};
+use snapshot_cli::{use_cached_snapshot, SnapshotCommand, SnapshotUse};
 use units::{parse_bytes, parse_duration};
 
 /// `cordon run` without `--timeout` waits as long as the command runs.
@@ -177,6 +177,9 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Prepared::Printed => return Ok(ExitCode::SUCCESS),
         Prepared::Run(request, snapshot) => (request, snapshot),
     };
+    // Held until `run` returns, however it returns: the command may leave the terminal it
+    // inherited with echo off or another window size, and a shell would put them back.
+    let _terminal = terminal::SavedTerminals::save();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -189,23 +192,25 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 enum Prepared {
     /// `--print-policy` was handled.
     Printed,
-    /// The request, and the cached snapshot it uses (whose lock must outlive the run).
-    Run(Box<ExecRequest>, Option<CachedSnapshot>),
+    /// The request, and what its use of the snapshot cache leaves to do after it has run.
+    Run(Box<ExecRequest>, SnapshotUse),
 }
 
 /// Everything that can reject the request, before anything runs.
 fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
-    let cwd = match args.cwd {
-        Some(dir) => dir,
-        None => std::env::current_dir().context("cannot read the current directory")?,
+    let invoking_dir = std::env::current_dir().context("cannot read the current directory")?;
+    // Kept as given: the profile resolves it, refusing a symlink that a sandboxed command
+    // could have planted on the way (a canonical path here would already have followed it).
+    let cwd = match &args.cwd {
+        Some(dir) => invoking_dir.join(dir),
+        None => invoking_dir.clone(),
     };
     if !cwd.is_dir() {
         return Err(anyhow!(
             "working directory {:?} does not exist or is not a directory",
-            cwd
+            args.cwd.as_deref().unwrap_or(&cwd)
         ));
     }
-    let cwd = std::fs::canonicalize(&cwd).with_context(|| format!("working directory {cwd:?}"))?;
     let profile = match &args.profile {
         Some(spec) => PermissionProfile::load(spec)?,
         None => PermissionProfile::default_profile(),
@@ -222,7 +227,8 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     };
     let resolved = profile
         .with_overrides(&overrides)
-        .resolve(&ResolveContext::new(&cwd))?;
+        .resolve(&ResolveContext::new(&cwd).with_invoking_dir(&invoking_dir))?;
+    let cwd = resolved.cwd.clone();
     for note in &resolved.notes {
         tracing::info!("{note}");
     }
@@ -274,11 +280,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     if let Some(limit) = args.output_limit {
         request = request.output_limit(limit);
     }
-    let snapshot = if args.no_snapshot {
-        None
-    } else {
-        use_cached_snapshot(&mut request)
-    };
+    let snapshot = use_cached_snapshot(&mut request, !args.no_snapshot);
     Ok(Prepared::Run(Box::new(request), snapshot))
 }
 

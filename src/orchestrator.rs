@@ -7,7 +7,13 @@
 //! struct Widen;
 //! impl Approver for Widen {
 //!     async fn decide(&self, ask: &ApprovalRequest) -> Decision {
-//!         Decision::RetryWith(widen(&ask.policy, &ask.denials))
+//!         // Each denial says what it is known from (`ask.denials[i].evidence`): one known
+//!         // only from the command's output could have been printed to ask for more.
+//!         match widen(&ask.policy, &ask.denials) {
+//!             Ok(wider) => Decision::RetryWith(wider),
+//!             // Nothing the denials name can be granted exactly as shown.
+//!             Err(_) => Decision::Deny,
+//!         }
 //!     }
 //! }
 //! let orchestrator = Orchestrator::new(sandbox);
@@ -178,39 +184,112 @@ impl Orchestrator {
     }
 }
 
-/// The smallest widening of `policy` that allows what `denials` name: the denied path's
-/// directory as a writable or readable root, the network, or unix sockets. Denials without a
-/// usable target (a refused system call) widen nothing.
-pub fn widen(policy: &SandboxPolicy, denials: &[Denial]) -> SandboxPolicy {
-    let mut wider = policy.clone();
-    for denial in denials {
-        let path = denial.target.as_deref().map(Path::new);
-        match (denial.operation, path) {
-            (Operation::FileWrite, Some(path)) if path.is_absolute() => {
-                add_root(&mut wider.filesystem.write, root_for(path));
-            }
-            (Operation::FileRead | Operation::FileExecute, Some(path)) if path.is_absolute() => {
-                add_root(&mut wider.filesystem.read, root_for(path));
-            }
-            (Operation::Network, _) => wider.network.mode = NetworkMode::Enabled,
-            (Operation::UnixSocket, _) => wider.network.unix_sockets = UnixSockets::Allow,
-            _ => {}
-        }
-    }
-    wider
+/// Why [`widen`] grants nothing: one of the denials cannot be allowed by granting exactly what
+/// its `allow_with` shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WidenError {
+    /// The path shown does not exist. Landlock grants existing inodes only, and granting an
+    /// existing ancestor instead would be more than was shown.
+    #[error("{allow_with}: {path:?} does not exist, and granting an existing parent instead would be more than was approved")]
+    Missing {
+        /// The change shown.
+        allow_with: String,
+        /// The path in it.
+        path: PathBuf,
+    },
+    /// The path shown is `/`, which would grant the whole file system.
+    #[error("{allow_with}: widen never grants \"/\"")]
+    FileSystemRoot {
+        /// The change shown.
+        allow_with: String,
+    },
+    /// The path shown is not canonical (relative, or through a symlink), so granting it would
+    /// grant something else: where it leads.
+    #[error("{allow_with}: {path:?} is not the canonical path of what it names ({resolved:?}); widen grants only exactly what was shown")]
+    NotExact {
+        /// The change shown.
+        allow_with: String,
+        /// The path in it.
+        path: PathBuf,
+        /// Where it leads, when it resolves.
+        resolved: Option<PathBuf>,
+    },
+    /// The denial's fix is not a grant widen makes (a carve-out to remove, a system call no
+    /// profile allows).
+    #[error("{allow_with}: not a grant widen can make")]
+    NotGrantable {
+        /// The change shown.
+        allow_with: String,
+    },
 }
 
-/// A directory stays itself; a file (or a path not yet created) is granted through its
-/// nearest existing ancestor directory, so that creating it works.
-fn root_for(path: &Path) -> PathBuf {
-    if path.is_dir() {
-        return path.to_path_buf();
+/// The widening of `policy` that `denials` show in their `allow_with`, and nothing more: the
+/// exact path of `--writable PATH` / `--readable PATH` as a root, the network, or unix sockets.
+/// All or nothing: when any denial cannot be granted exactly as shown, the error says which and
+/// why, and no retry should be made with something else. An existing ancestor of a missing
+/// path is never granted in its place, and `/` never at all, whatever the denial says (denials
+/// known from the command's text are as easy to fake as the text).
+pub fn widen(policy: &SandboxPolicy, denials: &[Denial]) -> Result<SandboxPolicy, WidenError> {
+    let mut wider = policy.clone();
+    for denial in denials {
+        let shown = denial.allow_with.as_str();
+        match denial.operation {
+            Operation::FileWrite => match shown.strip_prefix("--writable ") {
+                Some(path) => add_root(&mut wider.filesystem.write, exact_root(shown, path)?),
+                None => return Err(not_grantable(shown)),
+            },
+            Operation::FileRead | Operation::FileExecute => {
+                match shown.strip_prefix("--readable ") {
+                    Some(path) => add_root(&mut wider.filesystem.read, exact_root(shown, path)?),
+                    None => return Err(not_grantable(shown)),
+                }
+            }
+            Operation::Network if shown == "--network enabled" => {
+                wider.network.mode = NetworkMode::Enabled;
+            }
+            Operation::UnixSocket if shown == "--allow-unix-sockets" => {
+                wider.network.unix_sockets = UnixSockets::Allow;
+            }
+            Operation::Network | Operation::UnixSocket | Operation::Syscall => {
+                return Err(not_grantable(shown))
+            }
+        }
     }
-    let mut dir = path.parent().unwrap_or(Path::new("/"));
-    while !dir.is_dir() {
-        dir = dir.parent().unwrap_or(Path::new("/"));
+    Ok(wider)
+}
+
+fn not_grantable(allow_with: &str) -> WidenError {
+    WidenError::NotGrantable {
+        allow_with: allow_with.to_owned(),
     }
-    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// `path` itself, when it exists, is not `/` and is already canonical.
+fn exact_root(allow_with: &str, path: &str) -> Result<PathBuf, WidenError> {
+    let path = PathBuf::from(path);
+    if path == Path::new("/") {
+        return Err(WidenError::FileSystemRoot {
+            allow_with: allow_with.to_owned(),
+        });
+    }
+    let not_exact = |resolved| WidenError::NotExact {
+        allow_with: allow_with.to_owned(),
+        path: path.clone(),
+        resolved,
+    };
+    if !path.is_absolute() {
+        return Err(not_exact(None));
+    }
+    match std::fs::canonicalize(&path) {
+        Ok(resolved) if resolved == path => Ok(path),
+        Ok(resolved) => Err(not_exact(Some(resolved))),
+        // A dangling link exists but leads nowhere grantable; only a real absence is "missing".
+        Err(_) if std::fs::symlink_metadata(&path).is_ok() => Err(not_exact(None)),
+        Err(_) => Err(WidenError::Missing {
+            allow_with: allow_with.to_owned(),
+            path,
+        }),
+    }
 }
 
 fn add_root(roots: &mut Vec<PathBuf>, root: PathBuf) {

@@ -26,9 +26,13 @@
 //! Merging: lists in a file are added to the lists of the preset it extends; scalar keys
 //! (`network.mode`, `enforcement`, ...) replace the preset's.
 
+mod trust;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use trust::{walk, PlantablePlaces, PlantedLink, Walk};
 
 use cordon_sandbox::policy::{
     single_line, Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode, NetworkPolicy,
@@ -191,6 +195,27 @@ pub enum ProfileError {
         /// Why.
         source: std::io::Error,
     },
+    /// The profile path names something other than a regular file (a FIFO, a device, a
+    /// directory), which cordon will not read.
+    #[error("profile {path:?} is {kind}, not a regular file")]
+    NotRegularFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// The profile file is larger than [`MAX_PROFILE_BYTES`].
+    #[error("profile {path:?} is larger than {} bytes", MAX_PROFILE_BYTES)]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The profile file is not UTF-8.
+    #[error("profile {path:?} is not UTF-8 text")]
+    NotText {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file did not parse (syntax, unknown key, wrong type).
     #[error("{origin}: {message}")]
     Parse {
@@ -230,6 +255,21 @@ pub enum ProfileError {
         /// Why.
         source: std::io::Error,
     },
+    /// A root (or the working directory) resolves through a symlink lying where a sandboxed
+    /// command could have planted it, and the profile does not name the link's target itself.
+    #[error("{what} {entry:?} resolves through the symlink {link:?} -> {points_to:?}, which lies inside {place:?} where a sandboxed command could have planted it; cordon does not follow it (name the target itself to grant it)")]
+    PlantedLink {
+        /// The key, or "working directory".
+        what: &'static str,
+        /// The entry as written.
+        entry: String,
+        /// The link.
+        link: PathBuf,
+        /// What the link points at.
+        points_to: PathBuf,
+        /// The plantable place that holds it.
+        place: PathBuf,
+    },
     /// `~` was used but no home directory is known.
     #[error("{field}: {entry:?} uses ~ but HOME is not set")]
     NoHome {
@@ -251,8 +291,12 @@ pub enum ProfileError {
 /// What resolution needs from the outside world.
 #[derive(Debug, Clone)]
 pub struct ResolveContext {
-    /// The command's working directory.
+    /// The command's working directory, as given (a relative one is taken from
+    /// `invoking_dir`, else from this process's directory). Resolution checks it like a root.
     pub cwd: PathBuf,
+    /// The directory the user invoked cordon from, when it differs from `cwd` (`cordon run
+    /// -C DIR`). An earlier run there may have written it, so links inside it are not trusted.
+    pub invoking_dir: Option<PathBuf>,
     /// `$HOME`.
     pub home: Option<PathBuf>,
     /// `$TMPDIR`.
@@ -264,6 +308,7 @@ impl ResolveContext {
     pub fn new(cwd: impl Into<PathBuf>) -> ResolveContext {
         ResolveContext {
             cwd: cwd.into(),
+            invoking_dir: None,
             home: std::env::var_os("HOME")
                 .filter(|h| !h.is_empty())
                 .map(PathBuf::from),
@@ -284,11 +329,34 @@ impl ResolveContext {
         self.tmpdir = tmpdir;
         self
     }
+
+    /// Sets the directory cordon was invoked from.
+    pub fn with_invoking_dir(mut self, dir: impl Into<PathBuf>) -> ResolveContext {
+        self.invoking_dir = Some(dir.into());
+        self
+    }
+
+    /// The working directory made absolute, without following any link.
+    fn absolute_cwd(&self) -> Result<PathBuf, ProfileError> {
+        if self.cwd.is_absolute() {
+            return Ok(self.cwd.clone());
+        }
+        let base = match &self.invoking_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().map_err(|source| ProfileError::Cwd {
+                path: self.cwd.clone(),
+                source,
+            })?,
+        };
+        Ok(base.join(&self.cwd))
+    }
 }
 
 /// The outcome of resolution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
+    /// The working directory, canonical and checked like a root: the command must run here.
+    pub cwd: PathBuf,
     /// The helper's policy; `None` means full access, no sandbox at all.
     pub policy: Option<SandboxPolicy>,
     /// Entries left out and why (missing paths, carve-outs outside writable roots).
@@ -332,10 +400,7 @@ impl PermissionProfile {
         if !matches!(ext, Some("toml") | Some("json")) {
             return Err(ProfileError::UnknownPreset(spec.to_owned()));
         }
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = read_profile_file(path)?;
         if ext == Some("json") {
             PermissionProfile::from_json_str_named(&text, spec)
         } else {
@@ -459,19 +524,27 @@ impl PermissionProfile {
     }
 
     /// Resolves against `ctx` into the helper's policy.
+    ///
+    /// Every root and the working directory are resolved component by component; one that
+    /// passes through a symlink lying where a confined command of an earlier run could have
+    /// written (the working directory, `/tmp`, `$TMPDIR`, a writable root) is an error unless
+    /// its target is itself a root of the same kind reached without such a link.
     pub fn resolve(&self, ctx: &ResolveContext) -> Result<Resolved, ProfileError> {
-        let cwd = std::fs::canonicalize(&ctx.cwd).map_err(|source| ProfileError::Cwd {
+        let lexical_cwd = ctx.absolute_cwd()?;
+        let cwd_walk = walk(&lexical_cwd).map_err(|source| ProfileError::Cwd {
             path: ctx.cwd.clone(),
             source,
         })?;
-        if !cwd.is_dir() {
+        if !cwd_walk.canonical.is_dir() {
             return Err(ProfileError::Cwd {
                 path: ctx.cwd.clone(),
                 source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
             });
         }
         let Some(rules) = &self.rules else {
+            // No sandbox: there is no grant a link could widen.
             return Ok(Resolved {
+                cwd: cwd_walk.canonical,
                 policy: None,
                 notes: vec![
                     "full-access: no sandbox, the command runs with all of the caller's rights"
@@ -480,10 +553,35 @@ impl PermissionProfile {
             });
         };
         let mut notes = Vec::new();
-        let expander = Expander { ctx, cwd: &cwd };
+        let expander = Expander {
+            ctx,
+            cwd: &lexical_cwd,
+        };
+        let places = expander.plantable_places(rules)?;
 
         let read = expander.existing_roots("filesystem.read", &rules.read, &mut notes)?;
         let write = expander.existing_roots("filesystem.write", &rules.write, &mut notes)?;
+        let trusted_write = trusted(&write, &places);
+        let trusted_any: Vec<&Path> = trusted(&read, &places)
+            .into_iter()
+            .chain(trusted_write.iter().copied())
+            .collect();
+        refuse_planted(
+            "working directory",
+            &ctx.cwd.to_string_lossy(),
+            &cwd_walk,
+            &places,
+            &trusted_any,
+        )?;
+        for root in &write {
+            refuse_planted(root.field, &root.entry, &root.walk, &places, &trusted_write)?;
+        }
+        for root in &read {
+            refuse_planted(root.field, &root.entry, &root.walk, &places, &trusted_any)?;
+        }
+        let cwd = cwd_walk.canonical;
+        let read = canonical_roots(read);
+        let write = canonical_roots(write);
 
         let mut read_only = Vec::new();
         for entry in &rules.read_only {
@@ -543,7 +641,11 @@ impl PermissionProfile {
             }
         }
 
-        let devices = expander.existing_roots("filesystem.devices", &rules.devices, &mut notes)?;
+        let devices = canonical_roots(expander.existing_roots(
+            "filesystem.devices",
+            &rules.devices,
+            &mut notes,
+        )?);
 
         let policy = SandboxPolicy {
             version: POLICY_VERSION,
@@ -568,10 +670,120 @@ impl PermissionProfile {
             source,
         })?;
         Ok(Resolved {
+            cwd,
             policy: Some(policy),
             notes,
         })
     }
+}
+
+/// The largest profile file cordon reads. Real profiles are a few hundred bytes; the bound
+/// keeps a mistaken or hostile path (a huge log, `/dev/zero` behind a link) from exhausting
+/// memory.
+pub const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
+
+/// Reads a profile file, refusing anything but a regular file of at most [`MAX_PROFILE_BYTES`].
+/// The open is non-blocking, so a FIFO with no writer cannot hang cordon, and the type and size
+/// come from the open descriptor, so a file swapped after a check cannot slip past it.
+fn read_profile_file(path: &Path) -> Result<String, ProfileError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let read_error = |source| ProfileError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(read_error)?;
+    let file_type = file.metadata().map_err(read_error)?.file_type();
+    if !file_type.is_file() {
+        let kind = if file_type.is_dir() {
+            "a directory"
+        } else if file_type.is_fifo() {
+            "a FIFO"
+        } else if file_type.is_char_device() || file_type.is_block_device() {
+            "a device"
+        } else if file_type.is_socket() {
+            "a socket"
+        } else {
+            "not a file"
+        };
+        return Err(ProfileError::NotRegularFile {
+            path: path.to_path_buf(),
+            kind,
+        });
+    }
+    // The size in the metadata can change while reading (a file still being written), so the
+    // bound is enforced on what is actually read: one byte past it proves it too large.
+    let mut bytes = Vec::new();
+    file.take(MAX_PROFILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(ProfileError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| ProfileError::NotText {
+        path: path.to_path_buf(),
+    })
+}
+
+/// A root entry resolved, before it is judged.
+struct WalkedRoot {
+    field: &'static str,
+    entry: String,
+    walk: Walk,
+}
+
+/// The canonical roots reached without any link a sandboxed command could have planted.
+fn trusted<'a>(roots: &'a [WalkedRoot], places: &PlantablePlaces) -> Vec<&'a Path> {
+    roots
+        .iter()
+        .filter(|r| places.first_planted(&r.walk).is_none())
+        .map(|r| r.walk.canonical.as_path())
+        .collect()
+}
+
+/// An error when `walk` went through a planted link, unless where it arrived is one of
+/// `named`: the profile then grants that target on its own, and the link widens nothing.
+fn refuse_planted(
+    what: &'static str,
+    entry: &str,
+    walk: &Walk,
+    places: &PlantablePlaces,
+    named: &[&Path],
+) -> Result<(), ProfileError> {
+    let Some(PlantedLink {
+        link,
+        points_to,
+        place,
+    }) = places.first_planted(walk)
+    else {
+        return Ok(());
+    };
+    if named.contains(&walk.canonical.as_path()) {
+        return Ok(());
+    }
+    Err(ProfileError::PlantedLink {
+        what,
+        entry: entry.to_owned(),
+        link,
+        points_to,
+        place,
+    })
+}
+
+fn canonical_roots(roots: Vec<WalkedRoot>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for root in roots {
+        if !out.contains(&root.walk.canonical) {
+            out.push(root.walk.canonical);
+        }
+    }
+    out
 }
 
 fn is_relative_entry(entry: &str) -> bool {
@@ -595,7 +807,9 @@ impl Expander<'_> {
             (vec![self.cwd.to_path_buf()], rest)
         } else if let Some(rest) = token_rest(entry, ":tmp") {
             let mut bases = vec![PathBuf::from("/tmp")];
-            bases.extend(self.ctx.tmpdir.clone());
+            // A relative TMPDIR is taken from the working directory, as the plantable places
+            // take it, so that the root checked is the root granted.
+            bases.extend(self.ctx.tmpdir.as_ref().map(|t| self.cwd.join(t)));
             (bases, rest)
         } else if let Some(rest) = token_rest(entry, "~") {
             let home = self.ctx.home.clone().ok_or_else(|| ProfileError::NoHome {
@@ -618,19 +832,39 @@ impl Expander<'_> {
             .collect())
     }
 
-    /// Expands and canonicalises root entries; missing ones are left out with a note.
+    /// Where a confined command of an earlier run could have written: the invoking and
+    /// working directories, `/tmp`, `$TMPDIR` and every writable root as written.
+    fn plantable_places(&self, rules: &Rules) -> Result<PlantablePlaces, ProfileError> {
+        let mut places = PlantablePlaces::default();
+        places.add(self.cwd);
+        places.add(Path::new("/tmp"));
+        for dir in self.ctx.invoking_dir.iter().chain(&self.ctx.tmpdir) {
+            places.add(&self.cwd.join(dir));
+        }
+        for entry in &rules.write {
+            for path in self.expand("filesystem.write", entry)? {
+                places.add(&path);
+            }
+        }
+        Ok(places)
+    }
+
+    /// Expands and resolves root entries; missing ones are left out with a note.
     fn existing_roots(
         &self,
         field: &'static str,
         entries: &[String],
         notes: &mut Vec<String>,
-    ) -> Result<Vec<PathBuf>, ProfileError> {
+    ) -> Result<Vec<WalkedRoot>, ProfileError> {
         let mut roots = Vec::new();
         for entry in entries {
             for path in self.expand(field, entry)? {
-                match std::fs::canonicalize(&path) {
-                    Ok(root) if !roots.contains(&root) => roots.push(root),
-                    Ok(_) => {}
+                match walk(&path) {
+                    Ok(walk) => roots.push(WalkedRoot {
+                        field,
+                        entry: entry.clone(),
+                        walk,
+                    }),
                     Err(e) => notes.push(format!(
                         "{field}: {} left out: {}",
                         path.display(),
@@ -729,20 +963,31 @@ mod tests {
     }
 
     #[test]
-    fn symlinked_root_is_granted_at_its_target() {
+    fn a_root_through_a_link_in_the_workspace_is_refused_unless_its_target_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("real");
+        let base = fs::canonicalize(dir.path()).unwrap();
+        let (cwd, target) = (base.join("work"), base.join("real"));
+        fs::create_dir(&cwd).unwrap();
         fs::create_dir(&target).unwrap();
-        std::os::unix::fs::symlink(&target, dir.path().join("link")).unwrap();
-        let profile = PermissionProfile::from_toml_str(
-            "extends = \"read-only\"\n[filesystem]\nwrite = [\":cwd/link\"]\n",
-        )
-        .unwrap();
-        let policy = profile.resolve(&ctx(dir.path())).unwrap().policy.unwrap();
-        assert_eq!(
-            policy.filesystem.write,
-            vec![fs::canonicalize(&target).unwrap()]
-        );
+        std::os::unix::fs::symlink(&target, cwd.join("link")).unwrap();
+        let profile = |write: &str| {
+            PermissionProfile::from_toml_str(&format!(
+                "extends = \"read-only\"\n[filesystem]\nwrite = [{write}]\n"
+            ))
+            .unwrap()
+        };
+        let err = profile("\":cwd/link\"").resolve(&ctx(&cwd)).unwrap_err();
+        match &err {
+            ProfileError::PlantedLink { link, place, .. } => {
+                assert_eq!(link, &cwd.join("link"));
+                assert_eq!(place, &cwd);
+            }
+            other => panic!("{other}"),
+        }
+        assert!(!err.to_string().contains('\n'));
+        let named = format!("\":cwd/link\", {:?}", target.display().to_string());
+        let policy = profile(&named).resolve(&ctx(&cwd)).unwrap().policy.unwrap();
+        assert_eq!(policy.filesystem.write, vec![target]);
     }
 
     #[test]

@@ -73,6 +73,7 @@ fn sandbox(result: &ExecResult<Denial>) -> Value {
                 "restriction": "sandbox",
                 "reason": "full-access profile: the command ran without any sandbox",
             }],
+            "approximations": [],
             "unmediated": [],
         });
     }
@@ -82,6 +83,7 @@ fn sandbox(result: &ExecResult<Denial>) -> Value {
             "layers": receipt.layers,
             "landlock_abi": receipt.landlock_abi,
             "downgrades": receipt.downgrades,
+            "approximations": receipt.approximations,
             "unmediated": receipt.unmediated,
         }),
         // The helper never reported confinement (setup error, rejection): nothing ran.
@@ -90,6 +92,7 @@ fn sandbox(result: &ExecResult<Denial>) -> Value {
             "layers": [],
             "landlock_abi": 0,
             "downgrades": [],
+            "approximations": [],
             "unmediated": [],
         }),
     }

@@ -4,19 +4,27 @@
 //! like one long-lived shell without keeping a shell alive:
 //!
 //! - **Startup state, fast.** The first `-lc` command for a shell makes a snapshot of what the
-//!   user's login shell sets up (outside the sandbox, see [`crate::snapshot`]); every command
-//!   is then rewritten to `<shell> -c <wrapper>` that sources it. The session holds its
-//!   [`SessionLock`] for its whole life, so another process's stale cleanup never deletes a
-//!   snapshot in use.
-//! - **The working directory follows `cd`.** The wrapper reports `pwd -P` on a pipe passed
-//!   through the helper ([`ExecRequest::pass_fds`], the helper's `--pass-fd`), so it works under
-//!   a read-only profile too. The session adopts it for the next command when it is a directory
-//!   that still exists, written in the lexical form of the workspace root it lies under (a root
-//!   `/home/u/ws -> /data/ws` turns a reported `/data/ws/sub` into `/home/u/ws/sub`). A request
-//!   with an explicit cwd neither uses nor changes the session's.
-//! - **Environment scripts.** Files in [`Session::env_dir`] are sourced in byte order of their
-//!   names after the snapshot and before the request's explicit variables, so a virtualenv
-//!   activated there stays active; `$CORDON_ENV_FILE`, when set, is sourced last.
+//!   user's login shell sets up (confined read-only without network, see [`crate::snapshot`]);
+//!   the session keeps its content in memory (the file is deleted at once) and every command
+//!   is rewritten to `<shell> -c <wrapper>` that sources it from a sealed memfd.
+//! - **Nothing a command writes becomes session state.** The session directory must lie
+//!   outside every writable root of the session's policy ([`SessionError::InsideWritableRoot`],
+//!   checked by [`Session::new`] and [`Session::set_policy`]); it is reached without following
+//!   symlinks and used through its descriptor only ([`PrivateDir`]).
+//! - **The working directory follows `cd`, inside the workspace.** The wrapper reports
+//!   `pwd -P` on a pipe passed through the helper ([`ExecRequest::pass_fds`], the helper's
+//!   `--pass-fd`), so it works under a read-only profile too. The report is the command's own
+//!   text, so the session canonicalises it and adopts it only when it is a directory inside
+//!   one of the workspace roots (canonical comparison), written in the lexical form of that
+//!   root (a root `/home/u/ws -> /data/ws` turns a reported `/data/ws/sub` into
+//!   `/home/u/ws/sub`). Anything else leaves the previous cwd, and [`Session::finish`] (and
+//!   [`Session::last_cwd_update`]) says so with a [`CwdUpdate::Rejected`]. A request with an
+//!   explicit cwd neither uses nor changes the session's.
+//! - **Environment scripts.** Files in [`Session::env_dir`] are read by the session before each
+//!   command (regular files of the user's, writable by nobody else; anything else is
+//!   ignored), passed as one sealed memfd and evaluated in byte order of their names after the
+//!   snapshot and before the request's explicit variables, so a virtualenv activated there
+//!   stays active; `$CORDON_ENV_FILE`, when set, is sourced last (inside the sandbox).
 //! - **The user's command, not the wrapper, is what anyone judges.** The wrapped request carries
 //!   the original argv in [`ExecRequest::reported_argv`]: [`ExecResult::argv`], streaming
 //!   events, classification and the orchestrator's approver see only that.
@@ -54,7 +62,6 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,10 +72,14 @@ use tokio_util::sync::CancellationToken;
 use crate::exec::{EnvPolicy, ExecRequest, ExecResult, Sandbox, StdinSource};
 use crate::orchestrator::{Approver, OrchestratedRun, Orchestrator};
 use crate::snapshot::{
-    create_snapshot, detect_shell, readable_root_needed, rewrite_argv, spawn_cleanup,
-    InvalidSessionId, ReportFd, RewriteOptions, SessionId, SessionLock, Shell, ShellKind,
-    SnapshotFile, SnapshotOptions, DEFAULT_RETENTION,
+    create_snapshot, detect_shell, push_quoted, rewrite_argv, sealed_memfd, spawn_cleanup,
+    startup_files_under_writable_root, writable_root_covering, InvalidSessionId, PrivateDir,
+    ReportFd, RewriteOptions, SessionId, Shell, ShellKind, SnapshotOptions, SnapshotRef,
+    TrustError, Untrusted, DEFAULT_RETENTION, ENV_FD, SNAPSHOT_FD,
 };
+
+/// The most an `env/` script may hold; a bigger one is ignored.
+const MAX_ENV_SCRIPT: usize = 1024 * 1024;
 
 /// The descriptor the wrapper reports the final working directory on. High in dash's 3..=9
 /// range, because scripts that open descriptors of their own usually start at 3.
@@ -77,23 +88,24 @@ pub const REPORT_FD: u8 = 9;
 /// Why a session could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    /// The snapshot directory could not be created or resolved.
+    /// The session directory could not be created, or cannot be trusted (reached through a
+    /// symlink, not the user's, ...).
     #[error("session: cannot prepare directory {path:?}: {source}")]
     Dir {
         /// The directory.
         path: PathBuf,
         /// Why.
         #[source]
-        source: io::Error,
+        source: TrustError,
     },
-    /// The session lock could not be taken.
-    #[error("session: cannot lock {path:?}: {source}")]
-    Lock {
-        /// The lock file's directory.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
+    /// The session directory lies inside (or contains) a writable root of the session's
+    /// policy: a command could plant the scripts the next command sources.
+    #[error("session: directory {dir:?} overlaps the writable root {root:?} of the session's policy, so a sandboxed command could write the session's state; put the session directory outside every writable root")]
+    InsideWritableRoot {
+        /// The session directory.
+        dir: PathBuf,
+        /// The writable root.
+        root: PathBuf,
     },
     /// The session id is not usable as a file name.
     #[error(transparent)]
@@ -103,8 +115,9 @@ pub enum SessionError {
 /// How a session is set up.
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
-    /// Directory for snapshots, the session lock and the `env/` directory (created 0700).
-    /// Sessions and stale cleanup may share it.
+    /// Directory for the session's `env/` directory and the snapshot while it is being made
+    /// (created 0700, reached without following symlinks). It must lie outside every writable
+    /// root of [`SessionOptions::policy`]. Sessions and stale cleanup may share it.
     pub dir: PathBuf,
     /// The session id (a file-name component). [`SessionOptions::new`] makes a unique one.
     pub id: SessionId,
@@ -247,10 +260,49 @@ pub struct Prepared {
 #[derive(Debug)]
 pub struct CwdReport(Option<File>);
 
+/// What became of the working directory a command reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CwdUpdate {
+    /// Nothing was reported (explicit cwd, an unwrapped command, or the command replaced the
+    /// report); the session's cwd is unchanged.
+    NotReported,
+    /// The session moved to this directory (lexical form).
+    Adopted(PathBuf),
+    /// The report was not believed; the session's cwd is unchanged.
+    Rejected {
+        /// What the command reported.
+        reported: PathBuf,
+        /// Why it was not adopted.
+        reason: CwdRejection,
+    },
+}
+
+/// Why a reported working directory was not adopted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CwdRejection {
+    /// Not an absolute path to an existing directory.
+    NotADirectory,
+    /// Its canonical form lies outside every workspace root.
+    OutsideWorkspace,
+}
+
+impl std::fmt::Display for CwdRejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CwdRejection::NotADirectory => "not an existing directory",
+            CwdRejection::OutsideWorkspace => "outside the session's workspace roots",
+        })
+    }
+}
+
 /// What the session knows about the snapshot of one shell binary.
 #[derive(Debug)]
 enum SnapshotState {
-    Ready(SnapshotFile),
+    /// The content (kept in memory; the file was deleted once read) and its shell kind.
+    Ready {
+        content: Arc<Vec<u8>>,
+        snapshot: SnapshotRef,
+    },
     /// Making it failed once; the session runs that shell's commands unchanged from then on
     /// rather than paying for a failing capture on every command.
     Failed,
@@ -261,44 +313,46 @@ enum SnapshotState {
 pub struct Session {
     sandbox: Sandbox,
     opts: SessionOptions,
-    /// `opts.dir`, canonical, for comparing with the policy's roots.
-    dir: PathBuf,
+    /// `opts.dir`, held open; never reached by path again.
+    dir: PrivateDir,
+    env_name: String,
     env_dir: PathBuf,
     cwd: PathBuf,
     /// (lexical, canonical) pairs, longest canonical first.
     roots: Vec<(PathBuf, PathBuf)>,
     snapshots: HashMap<PathBuf, SnapshotState>,
     generation: u64,
-    // Declared last: dropped after the snapshot files, so cleanup cannot race their deletion.
-    _lock: SessionLock,
+    last_cwd: CwdUpdate,
 }
 
 impl Session {
-    /// Creates the directory (0700) and the session's `env/` directory, and takes the session
-    /// lock. Snapshots are made later, on first use.
+    /// Creates the directory (0700, reached without following symlinks) and the session's
+    /// `env/` directory. Snapshots are made later, on first use. Fails with
+    /// [`SessionError::InsideWritableRoot`] when the policy could let a command write there.
     pub fn new(sandbox: Sandbox, opts: SessionOptions) -> Result<Session, SessionError> {
+        let absolute = if opts.dir.is_absolute() {
+            opts.dir.clone()
+        } else {
+            let cwd = std::env::current_dir().map_err(|source| SessionError::Dir {
+                path: opts.dir.clone(),
+                source: TrustError::Io {
+                    path: opts.dir.clone(),
+                    source,
+                },
+            })?;
+            cwd.join(&opts.dir)
+        };
+        check_outside_writable(opts.policy.as_ref(), &absolute)?;
         let dir_error = |path: &Path| {
             let path = path.to_path_buf();
             move |source| SessionError::Dir { path, source }
         };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&opts.dir)
-            .map_err(dir_error(&opts.dir))?;
-        let dir = std::fs::canonicalize(&opts.dir).map_err(dir_error(&opts.dir))?;
-        let lock = SessionLock::acquire(&dir, &opts.id).map_err(|source| SessionError::Lock {
-            path: dir.clone(),
-            source,
-        })?;
+        let dir = PrivateDir::open(&absolute, true).map_err(dir_error(&absolute))?;
         // A directory: stale cleanup never removes directories, so this one is removed on
         // drop (a crashed session leaves it behind).
-        let env_dir = dir.join(format!("{}.env", opts.id.as_str()));
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&env_dir)
-            .map_err(dir_error(&env_dir))?;
+        let env_name = format!("{}.env", opts.id.as_str());
+        let env_dir = absolute.join(&env_name);
+        dir.subdir(&env_name, true).map_err(dir_error(&env_dir))?;
         let lexical_roots = if opts.workspace_roots.is_empty() {
             vec![opts.cwd.clone()]
         } else {
@@ -317,11 +371,12 @@ impl Session {
             cwd: opts.cwd.clone(),
             opts,
             dir,
+            env_name,
             env_dir,
             roots,
             snapshots: HashMap::new(),
             generation: 0,
-            _lock: lock,
+            last_cwd: CwdUpdate::NotReported,
         })
     }
 
@@ -345,22 +400,31 @@ impl Session {
         &self.env_dir
     }
 
-    /// The policy commands run under (before the snapshot directory is added to it).
+    /// The policy commands run under.
     pub fn policy(&self) -> Option<&SandboxPolicy> {
         self.opts.policy.as_ref()
     }
 
-    /// Replaces the policy for later commands.
-    pub fn set_policy(&mut self, policy: Option<SandboxPolicy>) {
+    /// Replaces the policy for later commands; refused (the old one stays) when it would make
+    /// the session directory writable.
+    pub fn set_policy(&mut self, policy: Option<SandboxPolicy>) -> Result<(), SessionError> {
+        check_outside_writable(policy.as_ref(), self.dir.path())?;
         self.opts.policy = policy;
+        Ok(())
     }
 
-    /// The snapshot in use for `shell`, if one was made.
+    /// Where the snapshot in use for `shell` was written when it was made, if one was made.
+    /// The session keeps the content in memory and has already deleted the file.
     pub fn snapshot_path(&self, shell: &Path) -> Option<&Path> {
         match self.snapshots.get(shell) {
-            Some(SnapshotState::Ready(file)) => Some(file.path()),
+            Some(SnapshotState::Ready { snapshot, .. }) => Some(&snapshot.path),
             _ => None,
         }
+    }
+
+    /// What the last finished command did to the session's working directory.
+    pub fn last_cwd_update(&self) -> &CwdUpdate {
+        &self.last_cwd
     }
 
     /// Runs one command and, unless it had an explicit cwd, adopts the directory it ended in.
@@ -399,10 +463,11 @@ impl Session {
         exec.stdin = request.stdin.clone();
         exec.cancel = request.cancel.clone();
         let mut report = None;
-        if let Some(snapshot) = snapshot {
+        if let Some((snapshot, content)) = snapshot {
+            let snapshot_kind = snapshot.kind;
             let mut rw = RewriteOptions::new(snapshot);
             rw.keep_overrides(request.env.set.keys());
-            rw.env_dir = Some(self.env_dir.clone());
+            rw.env_scripts = true;
             rw.path_prepend = self.opts.path_prepend.clone();
             let pipe = if explicit_cwd {
                 None
@@ -416,11 +481,16 @@ impl Session {
                 }
             };
             rw.report_cwd_fd = pipe.as_ref().and_then(|_| ReportFd::new(REPORT_FD));
-            if wrap_with_snapshot(&mut exec, &rw, &self.dir) {
-                if let Some((read, write)) = pipe {
-                    exec = exec.pass_fd(write, i32::from(REPORT_FD));
-                    report = Some(read);
+            let env_scripts = env_bundle(snapshot_kind, &self.read_env_scripts());
+            match wrap_with_snapshot(&mut exec, &rw, &content, Some(&env_scripts)) {
+                Ok(true) => {
+                    if let Some((read, write)) = pipe {
+                        exec = exec.pass_fd(write, i32::from(REPORT_FD));
+                        report = Some(read);
+                    }
                 }
+                Ok(false) => {}
+                Err(e) => tracing::info!("session: running without the snapshot: {e}"),
             }
         }
         Prepared {
@@ -429,46 +499,102 @@ impl Session {
         }
     }
 
-    /// Adopts the working directory a prepared command reported, when it is a directory that
-    /// still exists. Call after the command finished.
-    pub fn finish(&mut self, report: CwdReport) {
+    /// Adopts the working directory a prepared command reported when it is an existing
+    /// directory inside the workspace roots (canonical comparison); otherwise the cwd stays and
+    /// the returned value says why. Call after the command finished.
+    pub fn finish(&mut self, report: CwdReport) -> CwdUpdate {
+        let update = self.judge_report(report);
+        if let CwdUpdate::Adopted(dir) = &update {
+            self.cwd = dir.clone();
+        }
+        if let CwdUpdate::Rejected { reported, reason } = &update {
+            tracing::info!("session: reported cwd {reported:?} not adopted: {reason}");
+        }
+        self.last_cwd = update.clone();
+        update
+    }
+
+    fn judge_report(&self, report: CwdReport) -> CwdUpdate {
         let Some(mut report) = report.0 else {
-            return;
+            return CwdUpdate::NotReported;
         };
         let mut bytes = Vec::new();
         // Non-blocking: the report was written before the command exited, and a background
         // process that inherited the write end must not make us wait.
         if let Err(e) = read_available(&mut report, &mut bytes) {
             tracing::info!("session: cannot read the cwd report: {e}");
-            return;
+            return CwdUpdate::NotReported;
         }
         let Some(reported) = last_line(&bytes) else {
-            return;
+            return CwdUpdate::NotReported;
         };
         let reported = PathBuf::from(OsString::from_vec(reported.to_vec()));
-        if reported.is_absolute() && reported.is_dir() {
-            self.cwd = self.lexical(&reported);
+        let rejected = |reason| CwdUpdate::Rejected {
+            reported: reported.clone(),
+            reason,
+        };
+        // The command wrote this text: resolve every symlink in it before judging it.
+        let canonical = match std::fs::canonicalize(&reported) {
+            Ok(c) if reported.is_absolute() && c.is_dir() => c,
+            _ => return rejected(CwdRejection::NotADirectory),
+        };
+        match self.lexical(&canonical) {
+            Some(lexical) => CwdUpdate::Adopted(lexical),
+            None => rejected(CwdRejection::OutsideWorkspace),
         }
     }
 
-    /// `path` (physical, from `pwd -P`) under the lexical form of the deepest workspace root
-    /// whose target contains it.
-    fn lexical(&self, path: &Path) -> PathBuf {
+    /// `path` (canonical) under the lexical form of the deepest workspace root whose target
+    /// contains it; `None` outside every root.
+    fn lexical(&self, path: &Path) -> Option<PathBuf> {
         for (lexical, canonical) in &self.roots {
             if let Ok(rest) = path.strip_prefix(canonical) {
-                return if rest.as_os_str().is_empty() {
+                return Some(if rest.as_os_str().is_empty() {
                     lexical.clone()
                 } else {
                     lexical.join(rest)
-                };
+                });
             }
         }
-        path.to_path_buf()
+        None
+    }
+
+    /// The `env/` scripts as the session believes them: regular files of the user's, writable
+    /// by nobody else, in byte order of their names. Anything else (a symlink, a directory, a
+    /// file with another owner) is ignored and left alone, since the directory is the
+    /// embedder's.
+    fn read_env_scripts(&self) -> Vec<Vec<u8>> {
+        let env = match self.dir.subdir(&self.env_name, false) {
+            Ok(env) => env,
+            Err(e) => {
+                tracing::info!("session: env/ scripts not used: {e}");
+                return Vec::new();
+            }
+        };
+        let names = env.names().unwrap_or_default();
+        names
+            .iter()
+            .filter_map(
+                |name| match env.read_file(name, MAX_ENV_SCRIPT, Untrusted::Ignore) {
+                    Ok(Some(content)) => Some(content),
+                    Ok(None) => {
+                        tracing::info!(
+                            "session: ignoring env/ entry {name:?} (not a private regular file)"
+                        );
+                        None
+                    }
+                    Err(e) => {
+                        tracing::info!("session: ignoring env/ entry {name:?}: {e}");
+                        None
+                    }
+                },
+            )
+            .collect()
     }
 
     /// The snapshot to wrap `argv` with: made on first use of each shell binary, outside the
     /// sandbox, on a blocking thread (it runs the user's login shell, up to two timeouts).
-    async fn snapshot_for(&mut self, argv: &[OsString]) -> Option<crate::snapshot::SnapshotRef> {
+    async fn snapshot_for(&mut self, argv: &[OsString]) -> Option<(SnapshotRef, Arc<Vec<u8>>)> {
         if !self.opts.snapshots {
             return None;
         }
@@ -484,10 +610,22 @@ impl Session {
                 return None;
             }
         };
+        if let Some(overlap) = writable_root_covering(self.opts.policy.as_ref(), self.dir.path()) {
+            tracing::info!("session: no snapshot: the policy's writable root {overlap:?} covers the session directory");
+            return None;
+        }
+        let capture_env = capture_env(&self.opts.snapshot_env).ok()?;
+        let lookup = |k: &str| crate::snapshot::changed_env(&capture_env, k);
+        if let Some((file, root)) =
+            startup_files_under_writable_root(self.opts.policy.as_ref(), shell.kind, lookup)
+        {
+            tracing::info!("session: no snapshot for this command: startup file {file:?} lies in the writable root {root:?}");
+            return None;
+        }
         if !self.snapshots.contains_key(&shell.path) {
             self.generation += 1;
             let state = match self.make_snapshot(&shell).await {
-                Ok(file) => SnapshotState::Ready(file),
+                Ok((content, snapshot)) => SnapshotState::Ready { content, snapshot },
                 Err(message) => {
                     tracing::info!("running without a shell snapshot: {message}");
                     SnapshotState::Failed
@@ -496,37 +634,70 @@ impl Session {
             self.snapshots.insert(shell.path.clone(), state);
         }
         match self.snapshots.get(&shell.path) {
-            Some(SnapshotState::Ready(file)) => {
-                // Last use, for other processes' retention-based cleanup.
-                let _ = file.touch();
-                Some(file.to_ref())
+            Some(SnapshotState::Ready { content, snapshot }) => {
+                Some((snapshot.clone(), Arc::clone(content)))
             }
             _ => None,
         }
     }
 
-    async fn make_snapshot(&self, shell: &Shell) -> Result<SnapshotFile, String> {
-        let mut options = SnapshotOptions::new(&self.dir, self.opts.id.clone(), self.generation)
-            .timeout(self.opts.snapshot_timeout);
+    /// Makes the snapshot (confined by the session's helper, or the one [`Helper::locate`]
+    /// finds) and keeps only its content: the file is deleted when `file` drops here, so
+    /// nothing on disk is ever sourced again.
+    async fn make_snapshot(&self, shell: &Shell) -> Result<(Arc<Vec<u8>>, SnapshotRef), String> {
+        let mut options =
+            SnapshotOptions::new(self.dir.path(), self.opts.id.clone(), self.generation)
+                .timeout(self.opts.snapshot_timeout);
+        if let Some(helper) = self.sandbox.helper() {
+            options.helper = Some(helper.clone());
+        }
         options.env = capture_env(&self.opts.snapshot_env).map_err(|e| e.to_string())?;
         let shell = shell.clone();
         let file = tokio::task::spawn_blocking(move || create_snapshot(&shell, &options))
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
-        // Whatever earlier sessions left behind; never this one (it holds its lock).
-        if let Err(e) = spawn_cleanup(self.dir.clone(), DEFAULT_RETENTION) {
+        // Whatever earlier sessions left behind.
+        if let Err(e) = spawn_cleanup(self.dir.path().to_path_buf(), DEFAULT_RETENTION) {
             tracing::info!("snapshot cleanup not started: {e}");
         }
-        Ok(file)
+        Ok((Arc::clone(file.content()), file.to_ref()))
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         // Nothing useful can be done about a failure here; the directory is private debris.
-        let _ = std::fs::remove_dir_all(&self.env_dir);
+        let _ = self.dir.remove_tree(&self.env_name);
     }
+}
+
+fn check_outside_writable(policy: Option<&SandboxPolicy>, dir: &Path) -> Result<(), SessionError> {
+    match writable_root_covering(policy, dir) {
+        Some(root) => Err(SessionError::InsideWritableRoot {
+            dir: dir.to_path_buf(),
+            root,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// One script for shells of `kind` that evaluates each of `scripts` in turn, each as its own
+/// `eval` so that a syntax error in one spares the others, and a failing one does not stop the
+/// rest. dash needs `command eval` for that (a syntax error in the special builtin would end
+/// the sourced file); zsh has no such rule and no `command eval`, so it gets `builtin eval`.
+pub fn env_bundle(kind: ShellKind, scripts: &[Vec<u8>]) -> Vec<u8> {
+    let eval: &[u8] = match kind {
+        ShellKind::Bash | ShellKind::Zsh => b"\\builtin eval ",
+        ShellKind::Sh => b"\\command eval ",
+    };
+    let mut out = Vec::new();
+    for script in scripts {
+        out.extend_from_slice(eval);
+        push_quoted(&mut out, script);
+        out.extend_from_slice(b" || :\n");
+    }
+    out
 }
 
 /// The environment changes that make the capture shell see what `env` gives a command: every
@@ -544,34 +715,40 @@ pub fn capture_env(
     Ok(changes)
 }
 
-/// Adds `dir` (canonical) to `policy`'s readable roots unless a readable or writable root
-/// already covers it, so that the wrapper can source the snapshot inside the sandbox.
 /// Replaces `exec.argv` with the wrapper `rw` makes of it, keeping the original as
-/// `reported_argv` (all that classification and approvals see) and making `snapshot_dir`
-/// readable under the policy. Returns false, changing nothing, when `rw` does not wrap this
-/// argv (not `SHELL -lc`, or a snapshot of another shell).
+/// `reported_argv` (all that classification and approvals see), and passes `snapshot` (and
+/// `env_scripts`, see [`env_bundle`]) to the command as sealed memfds at [`SNAPSHOT_FD`] and
+/// [`ENV_FD`]: the command reads exactly these bytes, and no file it could write. Returns
+/// `Ok(false)`, changing nothing, when `rw` does not wrap this argv (not `SHELL -lc`, or a
+/// snapshot of another shell).
 pub fn wrap_with_snapshot(
     exec: &mut ExecRequest,
     rw: &RewriteOptions,
-    snapshot_dir: &Path,
-) -> bool {
-    let wrapped = rewrite_argv(&exec.argv, rw);
+    snapshot: &[u8],
+    env_scripts: Option<&[u8]>,
+) -> io::Result<bool> {
+    let mut rw = rw.clone();
+    rw.env_scripts = env_scripts.is_some();
+    let wrapped = rewrite_argv(&exec.argv, &rw);
     if wrapped == exec.argv {
-        return false;
+        return Ok(false);
     }
-    if let Some(policy) = exec.policy.as_mut() {
-        add_readable_root(policy, snapshot_dir);
+    let snapshot_fd = sealed_memfd("cordon-snapshot", snapshot)?;
+    let env_fd = env_scripts
+        .map(|content| sealed_memfd("cordon-env", content))
+        .transpose()?;
+    exec.pass_fds.push(crate::exec::PassFd {
+        fd: Arc::new(snapshot_fd),
+        target: SNAPSHOT_FD,
+    });
+    if let Some(fd) = env_fd {
+        exec.pass_fds.push(crate::exec::PassFd {
+            fd: Arc::new(fd),
+            target: ENV_FD,
+        });
     }
     exec.reported_argv = Some(std::mem::replace(&mut exec.argv, wrapped));
-    true
-}
-
-pub fn add_readable_root(policy: &mut SandboxPolicy, dir: &Path) {
-    let fs = &policy.filesystem;
-    let covered: Vec<PathBuf> = fs.read.iter().chain(&fs.write).cloned().collect();
-    if let Some(root) = readable_root_needed(&covered, dir) {
-        policy.filesystem.read.push(root);
-    }
+    Ok(true)
 }
 
 /// A pipe for the cwd report: the parent's read end (non-blocking) and the shared write end.
@@ -627,19 +804,12 @@ mod tests {
     }
 
     #[test]
-    fn session_readable_root_added_once() {
-        let mut policy = SandboxPolicy::from_json(
-            r#"{"version":1,"filesystem":{"read":["/usr"],"write":["/w"]},
-                "network":{"mode":"denied"},
-                "enforcement":{"missing_layer":"refuse","carve_outs":"report"}}"#,
-        )
-        .unwrap();
-        add_readable_root(&mut policy, Path::new("/w/snaps"));
-        assert_eq!(policy.filesystem.read, [PathBuf::from("/usr")]);
-        add_readable_root(&mut policy, Path::new("/h/.cache/s"));
+    fn session_env_bundle_evaluates_each_script_alone() {
+        let scripts = [b"export A='x'\n".to_vec(), b"if\n".to_vec()];
         assert_eq!(
-            policy.filesystem.read,
-            [PathBuf::from("/usr"), PathBuf::from("/h/.cache/s")]
+            env_bundle(ShellKind::Bash, &scripts),
+            b"\\builtin eval 'export A='\\''x'\\''\n' || :\n\\builtin eval 'if\n' || :\n".to_vec()
         );
+        assert!(env_bundle(ShellKind::Sh, &scripts).starts_with(b"\\command eval "));
     }
 }

@@ -32,6 +32,7 @@ fn json_reports_a_denied_write_with_its_fix() {
     assert_eq!(v["denials"][0]["target"], "/etc/cordon-json-test");
     assert_eq!(v["denials"][0]["rule"], "not under any writable root");
     assert_eq!(v["denials"][0]["allow_with"], "--writable /etc");
+    assert_eq!(v["denials"][0]["evidence"], "text");
     assert_eq!(v["sandbox"]["mode"], "helper");
     assert_eq!(
         v["sandbox"]["landlock_abi"],
@@ -49,7 +50,7 @@ fn plain_mode_prints_denials_after_the_output() {
     let last = err.lines().last().unwrap_or_default();
     assert_eq!(
         last,
-        "cordon: denied write to /etc/cordon-plain-test (not under any writable root; allow with --writable /etc)"
+        "cordon: denied write to /etc/cordon-plain-test (not under any writable root; allow with --writable /etc) (from the command's output)"
     );
 }
 
@@ -235,4 +236,76 @@ fn a_failing_command_is_told_which_secrets_were_withheld() {
     // Success: no note.
     let out = run("true");
     assert_eq!(stderr(&out), "");
+}
+
+#[test]
+fn a_command_printing_a_fake_denial_gets_a_denial_marked_as_text_evidence() {
+    let tree = Tree::new();
+    let marker = tree.outside.join("never-written");
+    let line = format!(
+        "sh: 1: cannot create {}: Permission denied",
+        marker.display()
+    );
+    let (code, v) = json_run(
+        &tree,
+        &["--", "sh", "-c", &format!("echo '{line}' >&2; exit 2")],
+    );
+    assert_eq!((code, v["outcome"].as_str()), (Some(2), Some("denied")));
+    assert_eq!(v["denials"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["denials"][0]["target"], marker.to_str().unwrap());
+    assert_eq!(v["denials"][0]["evidence"], "text");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn an_exec_refused_before_the_command_ran_is_marked_as_the_helpers_record() {
+    let tree = Tree::new();
+    let program = tree.outside.join("prog");
+    std::fs::write(&program, "#!/bin/sh\necho ran\n").unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(
+        tree.cwd.join("narrow.toml"),
+        "[filesystem]\nread = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc\"]\n",
+    )
+    .unwrap();
+    let (code, v) = json_run(
+        &tree,
+        &[
+            "-p",
+            "narrow.toml",
+            "--no-snapshot",
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        (code, v["outcome"].as_str()),
+        (Some(126), Some("denied")),
+        "{v}"
+    );
+    assert_eq!(v["denials"][0]["operation"], "file_execute");
+    assert_eq!(v["denials"][0]["target"], program.to_str().unwrap());
+    assert_eq!(v["denials"][0]["evidence"], "helper_record");
+    assert_eq!(v["stdout"], "");
+    // The same program inside the readable roots runs: the refusal was the sandbox's.
+    let (code, v) = json_run(
+        &tree,
+        &[
+            "-r",
+            tree.outside.to_str().unwrap(),
+            "-p",
+            "narrow.toml",
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        (code, v["stdout"].as_str()),
+        (Some(0), Some("ran\n")),
+        "{v}"
+    );
 }

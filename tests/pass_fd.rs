@@ -85,8 +85,8 @@ fn pass_fd_refuses_a_regular_file_with_125() {
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     assert_eq!(
         stderr(&out).trim(),
-        "cordon-sandbox: --pass-fd 5 is a regular file: only pipe and socket ends may be passed \
-         into the sandbox, because a file or directory descriptor would bypass Landlock"
+        "cordon-sandbox: --pass-fd 5 is a regular file: only pipe and socket ends and fully sealed \
+         memfds may be passed into the sandbox, because a file or directory descriptor would bypass Landlock"
     );
     assert!(!marker.exists());
     assert_eq!(fs::read_to_string(&outside).unwrap(), "untouched\n");
@@ -207,4 +207,112 @@ async fn pass_fd_through_the_runtime_sandboxed_and_not() {
         .exec(ExecRequest::unsandboxed(["true"], &tree.cwd).pass_fd(Arc::new(write), 2))
         .await;
     assert!(matches!(result.outcome, Outcome::Rejected { .. }));
+}
+
+/// A sealed memfd: the one regular file the helper lets through, because nothing can change
+/// it any more. `seals` are added after writing `content`.
+fn memfd(content: &[u8], seals: libc::c_int) -> File {
+    use std::io::Write;
+    let name = std::ffi::CString::new("test").unwrap();
+    // SAFETY: memfd_create reads the NUL-terminated name and returns a new descriptor.
+    let raw =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    assert!(raw >= 0);
+    // SAFETY: memfd_create just returned this descriptor, owned by nothing else.
+    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+    file.write_all(content).unwrap();
+    if seals != 0 {
+        // SAFETY: F_ADD_SEALS takes an integer argument only.
+        assert_eq!(
+            unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) },
+            0
+        );
+    }
+    file
+}
+
+#[test]
+fn pass_fd_accepts_a_sealed_memfd_and_refuses_unsealed_ones_and_files() {
+    use std::io::{Seek, SeekFrom};
+    let tree = Tree::new();
+    let policy = policy(&tree);
+    let all = libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
+    let marker = tree.cwd.join("ran");
+    let script = format!(
+        ". /proc/self/fd/5; greet; \
+         if {{ echo more >> /proc/self/fd/5; }} 2>/dev/null; then echo wrote; else echo write-refused; fi; \
+         touch {}",
+        marker.display()
+    );
+
+    // Sealed: readable by path inside the sandbox, never writable.
+    let mut sealed = memfd(b"greet() { echo from-memfd; }\n", all);
+    let out = helper(
+        &policy,
+        &["--pass-fd", "5"],
+        &script,
+        &[(sealed.as_raw_fd(), 5)],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(common::stdout(&out), "from-memfd\nwrite-refused\n");
+    assert!(marker.exists());
+    fs::remove_file(&marker).unwrap();
+    let mut content = String::new();
+    sealed.seek(SeekFrom::Start(0)).unwrap();
+    sealed.read_to_string(&mut content).unwrap();
+    assert_eq!(content, "greet() { echo from-memfd; }\n");
+
+    // Also under the read-only preset, and under a policy that hides $HOME and /proc: the
+    // process opens its own memfd, which lives on no path a rule could cover.
+    for narrow in [
+        r#"{"version":1,"filesystem":{"read":["/"]},"network":{"mode":"denied"},"enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#,
+        r#"{"version":1,"filesystem":{"read":["/usr"]},"network":{"mode":"denied"},"enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#,
+    ] {
+        let sealed = memfd(b"greet() { echo from-memfd; }\n", all);
+        let out = helper(
+            narrow,
+            &["--pass-fd", "5", "--cwd", "/usr"],
+            ". /proc/self/fd/5; greet",
+            &[(sealed.as_raw_fd(), 5)],
+        );
+        assert_eq!(out.status.code(), Some(0), "{narrow}: {}", stderr(&out));
+        assert_eq!(common::stdout(&out), "from-memfd\n");
+    }
+
+    // Unsealed, or sealed against writes but still open to new seals or growth: refused.
+    for seals in [
+        0,
+        libc::F_SEAL_WRITE,
+        all & !libc::F_SEAL_SEAL,
+        all & !libc::F_SEAL_GROW,
+    ] {
+        let open = memfd(b"greet() { echo from-memfd; }\n", seals);
+        let out = helper(
+            &policy,
+            &["--pass-fd", "5"],
+            &script,
+            &[(open.as_raw_fd(), 5)],
+        );
+        assert_eq!(out.status.code(), Some(125), "seals {seals:#x}");
+        assert!(
+            stderr(&out).contains("--pass-fd 5 is a memfd (or tmpfs file) without the write, grow, shrink and seal seals"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!marker.exists(), "seals {seals:#x}");
+    }
+
+    // A file on tmpfs answers F_GET_SEALS too (with F_SEAL_SEAL alone): refused.
+    if let Ok(shm) = tempfile::tempfile_in("/dev/shm") {
+        let out = helper(
+            &policy,
+            &["--pass-fd", "5"],
+            "touch ran",
+            &[(shm.as_raw_fd(), 5)],
+        );
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        assert!(!marker.exists());
+    } else {
+        eprintln!("SKIPPED (tmpfs part): /dev/shm is not available");
+    }
 }

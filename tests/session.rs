@@ -1,5 +1,6 @@
 //! Sessions against real shells and the real sandbox: `cd` persistence, environment scripts,
-//! overrides, the reported argv, symlinked workspace roots and the snapshot's readable root.
+//! overrides, the reported argv, symlinked workspace roots, a snapshot under a policy that
+//! hides the session directory.
 //! Every test has a private HOME and snapshot directory; nothing touches the real HOME.
 
 mod common;
@@ -13,7 +14,7 @@ use cordon::exec::{EnvPolicy, ExecResult, Outcome, Sandbox};
 use cordon::helper::Helper;
 use cordon::profile::{PermissionProfile, ResolveContext};
 use cordon::sandbox::SandboxPolicy;
-use cordon::session::{Session, SessionOptions, SessionRequest};
+use cordon::session::{CwdRejection, CwdUpdate, Session, SessionOptions, SessionRequest};
 
 fn sandbox() -> Sandbox {
     Sandbox::new(Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon")))
@@ -196,7 +197,7 @@ async fn session_keeps_symlinked_root_lexical() {
     let r = s.exec(request(&tree, "bash", "cd ..; pwd")).await;
     ok(&r);
     assert_eq!(s.cwd(), link);
-    // Outside every root the physical path is kept as reported.
+    // Outside every root the report is not adopted: the cwd stays, and the session says why.
     let r = s
         .exec(request(
             &tree,
@@ -205,11 +206,18 @@ async fn session_keeps_symlinked_root_lexical() {
         ))
         .await;
     ok(&r);
-    assert_eq!(s.cwd(), tree.outside);
+    assert_eq!(s.cwd(), link);
+    assert_eq!(
+        s.last_cwd_update(),
+        &CwdUpdate::Rejected {
+            reported: tree.outside.clone(),
+            reason: CwdRejection::OutsideWorkspace,
+        }
+    );
 }
 
 #[tokio::test]
-async fn session_snapshot_dir_is_made_readable() {
+async fn session_snapshot_needs_no_readable_root() {
     let tree = Tree::new();
     fs::write(
         tree.home.join(".bashrc"),
@@ -233,9 +241,10 @@ async fn session_snapshot_dir_is_made_readable() {
     let mut s = session_at(&tree, &tree.cwd, policy.clone(), &dir);
     let r = s.exec(request(&tree, "bash", "greet x")).await;
     assert_eq!(ok(&r), "hello x\n");
+    // The snapshot arrives on a sealed memfd: the command's policy is the session's, with no
+    // root added for the session directory.
     let used = r.policy.unwrap();
-    assert_eq!(used.filesystem.read, [read, vec![dir.clone()]].concat());
-    // The session's own policy is unchanged; only the wrapped command's gains the root.
+    assert_eq!(used.filesystem.read, read);
     assert_eq!(s.policy(), Some(&policy));
     // The home itself stays unreadable.
     let r = s

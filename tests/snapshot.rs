@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -59,6 +59,10 @@ impl Fixture {
     fn opts(&self, session: &str) -> SnapshotOptions {
         let mut o = SnapshotOptions::new(self.dir(), SessionId::new(session).unwrap(), 1);
         o.env = self.child_env();
+        // The binary under test confines the capture (a stale standalone helper might not).
+        o.helper = Some(cordon::helper::Helper::cordon_binary(env!(
+            "CARGO_BIN_EXE_cordon"
+        )));
         o
     }
 
@@ -77,8 +81,51 @@ impl Fixture {
 
     /// Runs an argv with the fixture's child environment plus `extra`.
     fn run(&self, argv: &[OsString], extra: &[(&str, Option<&str>)]) -> Output {
+        self.run_fds(argv, None, None, extra)
+    }
+
+    /// [`Fixture::run`], with `snapshot` and `env_scripts` as sealed memfds at the
+    /// descriptors the wrapper sources them from, the way `Session` and `cordon run` pass them.
+    fn run_fds(
+        &self,
+        argv: &[OsString],
+        snapshot: Option<&[u8]>,
+        env_scripts: Option<&[u8]>,
+        extra: &[(&str, Option<&str>)],
+    ) -> Output {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).stdin(Stdio::null());
+        // Each memfd is copied to a number at or above 100 first, so that no dup2 in the child
+        // maps a number onto itself (which would keep close-on-exec) or overwrites the source
+        // of the next move.
+        let memfds: Vec<(std::os::fd::OwnedFd, i32)> = [
+            (snapshot, cordon::snapshot::SNAPSHOT_FD),
+            (env_scripts, cordon::snapshot::ENV_FD),
+        ]
+        .into_iter()
+        .filter_map(|(content, target)| {
+            let content = content?;
+            let memfd = cordon::snapshot::sealed_memfd("test", content).unwrap();
+            // SAFETY: fcntl duplicates a descriptor we hold open; the copy is owned below.
+            let high = unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100) };
+            assert!(high >= 100);
+            // SAFETY: `high` was just returned by fcntl and is owned by nothing else.
+            Some((unsafe { std::os::fd::OwnedFd::from_raw_fd(high) }, target))
+        })
+        .collect();
+        let moves: Vec<(i32, i32)> = memfds.iter().map(|(fd, t)| (fd.as_raw_fd(), *t)).collect();
+        // SAFETY: dup2 is async-signal-safe; every source stays open in the parent (`memfds`)
+        // until the spawn returns, and no source equals a target.
+        unsafe {
+            cmd.pre_exec(move || {
+                for &(src, target) in &moves {
+                    if libc::dup2(src, target) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
         for (k, v) in self.child_env().into_iter().chain(
             extra
                 .iter()
@@ -89,7 +136,9 @@ impl Fixture {
                 None => cmd.env_remove(k),
             };
         }
-        cmd.output().unwrap()
+        let out = cmd.output().unwrap();
+        drop(memfds);
+        out
     }
 }
 
@@ -150,7 +199,7 @@ fn snapshot_bash_restores_function_alias_option_export() {
     let argv = os(&["/bin/bash", "-lc", script]);
     let mut rw = RewriteOptions::new(snap.to_ref());
     rw.bash_expand_aliases = true;
-    let out = fx.run(&rewrite_argv(&argv, &rw), &[]);
+    let out = fx.run_fds(&rewrite_argv(&argv, &rw), Some(snap.content()), None, &[]);
     assert_eq!(
         stdout(&out),
         format!("hello world\nALIAS-OK\nnoclobber-on\nextglob-on\n{EXPORT_VALUE}")
@@ -164,7 +213,7 @@ fn snapshot_bash_restores_function_alias_option_export() {
         "-lc",
         "alias ll; ll 2>/dev/null || echo not-expanded",
     ]);
-    let out = fx.run(&rewrite_argv(&argv, &rw), &[]);
+    let out = fx.run_fds(&rewrite_argv(&argv, &rw), Some(snap.content()), None, &[]);
     assert_eq!(stdout(&out), "alias ll='echo ALIAS-OK'\nnot-expanded\n");
 }
 
@@ -179,8 +228,10 @@ fn snapshot_zsh_restores_function_alias_option_export() {
     let script = "greet world; ll; [[ -o noclobber ]] && echo noclobber-on; \
                   [[ -o extendedglob ]] && echo extendedglob-on; printf '[%s]\\n' \"$SNAP_VAR\"";
     let argv = os(&["/usr/bin/zsh", "-lc", script]);
-    let out = fx.run(
+    let out = fx.run_fds(
         &rewrite_argv(&argv, &RewriteOptions::new(snap.to_ref())),
+        Some(snap.content()),
+        None,
         &[],
     );
     assert_eq!(
@@ -200,8 +251,10 @@ fn snapshot_dash_restores_alias_option_export_but_cannot_list_functions() {
     let script = "command -v greet >/dev/null || echo no-function; ll; \
                   case $- in *C*) echo noclobber-on;; esac; printf '[%s]\\n' \"$SNAP_VAR\"";
     let argv = os(&["/usr/bin/dash", "-lc", script]);
-    let out = fx.run(
+    let out = fx.run_fds(
         &rewrite_argv(&argv, &RewriteOptions::new(snap.to_ref())),
+        Some(snap.content()),
+        None,
         &[],
     );
     assert_eq!(
@@ -226,8 +279,10 @@ fn snapshot_sh_that_is_bash_restores_functions() {
     let script = "greet world; ll; case $- in *C*) echo noclobber-on;; esac; \
                   printf '[%s]\\n' \"$SNAP_VAR\"";
     let argv = vec![sh.into_os_string(), "-lc".into(), script.into()];
-    let out = fx.run(
+    let out = fx.run_fds(
         &rewrite_argv(&argv, &RewriteOptions::new(snap.to_ref())),
+        Some(snap.content()),
+        None,
         &[],
     );
     assert_eq!(
@@ -338,9 +393,10 @@ fn snapshot_overrides_and_path_win() {
         "export HTTP_PROXY=from-snapshot MY_TOKEN=from-snapshot OTHER=from-snapshot\n",
     );
     let snap = fx.snapshot("/bin/bash").unwrap();
-    let envdir = fx.snaps.path().join("env");
-    fs::create_dir(&envdir).unwrap();
-    fs::write(envdir.join("1.sh"), "export HTTP_PROXY=from-env-dir\n").unwrap();
+    let env_scripts = cordon::session::env_bundle(
+        ShellKind::Bash,
+        &[b"export HTTP_PROXY=from-env-dir\n".to_vec()],
+    );
 
     let mut rw = RewriteOptions::new(snap.to_ref());
     // A runtime with its own proxy keeps the proxy variables too.
@@ -348,15 +404,17 @@ fn snapshot_overrides_and_path_win() {
         .extend(cordon::snapshot::PROXY_VARS.iter().map(|s| s.to_string()));
     rw.keep_vars.push("MY_TOKEN".into());
     rw.keep_vars.push("not-an-identifier".into());
-    rw.env_dir = Some(envdir);
+    rw.env_scripts = true;
     rw.path_prepend = vec!["/opt/cordon bin".into(), "/bad:entry".into()];
     let script = "printf '%s|' \"$HTTP_PROXY\" \"${MY_TOKEN-unset}\" \"$OTHER\" \
                   \"$CORDON_SANDBOX\"; printf '%s\\n' \"${PATH%%:*}\"";
     let argv = rewrite_argv(&os(&["bash", "-lc", script]), &rw);
     // The run-time values are read when the wrapper runs, not baked into argv.
     assert!(!argv[2].as_bytes().windows(7).any(|w| w == b"runtime"));
-    let out = fx.run(
+    let out = fx.run_fds(
         &argv,
+        Some(snap.content()),
+        Some(&env_scripts),
         &[
             ("HTTP_PROXY", Some("runtime")),
             ("MY_TOKEN", None),
@@ -371,34 +429,41 @@ fn snapshot_overrides_and_path_win() {
 }
 
 #[test]
-fn snapshot_env_dir_files_are_sourced_in_name_order() {
+fn snapshot_env_scripts_are_evaluated_in_order_then_the_env_file() {
     let fx = Fixture::new();
-    let envdir = fx.snaps.path().join("env");
-    fs::create_dir(&envdir).unwrap();
-    for (name, tag) in [("3-c.sh", "3"), ("10-a.sh", "10"), ("20-b.sh", "20")] {
-        fs::write(envdir.join(name), format!("ORDER=\"${{ORDER:-}}{tag},\"\n")).unwrap();
-    }
-    fs::create_dir(envdir.join("00-dir")).unwrap();
+    let scripts: Vec<Vec<u8>> = ["3", "10", "20"]
+        .iter()
+        .map(|tag| format!("ORDER=\"${{ORDER:-}}{tag},\"\n").into_bytes())
+        .chain([
+            b"if then\n".to_vec(),
+            b"ORDER=\"${ORDER}after-error,\"\n".to_vec(),
+        ])
+        .collect();
     let extra = fx.snaps.path().join("extra.sh");
     fs::write(&extra, "ORDER=\"${ORDER}extra\"\n").unwrap();
+    let marker_only = format!("{MARKER_LINE}\n");
 
     for (shell, kind) in [
         ("/bin/bash", ShellKind::Bash),
         ("/usr/bin/zsh", ShellKind::Zsh),
         ("/usr/bin/dash", ShellKind::Sh),
     ] {
-        let snap_path = fx.snaps.path().join(format!("{}.sh", kind.name()));
-        fs::write(&snap_path, format!("{MARKER_LINE}\n")).unwrap();
         let mut rw = RewriteOptions::new(SnapshotRef {
-            path: snap_path,
+            path: fx.snaps.path().join("unused.sh"),
             kind,
         });
-        rw.env_dir = Some(envdir.clone());
+        rw.env_scripts = true;
+        let bundle = cordon::session::env_bundle(kind, &scripts);
         let argv = rewrite_argv(&os(&[shell, "-lc", "echo \"$ORDER\""]), &rw);
-        let out = fx.run(&argv, &[("CORDON_ENV_FILE", Some(extra.to_str().unwrap()))]);
-        assert_eq!(stdout(&out), "10,20,3,extra\n", "{shell}");
-        // Without the directory or the variable nothing fails.
-        rw.env_dir = Some(fx.snaps.path().join("missing"));
+        let out = fx.run_fds(
+            &argv,
+            Some(marker_only.as_bytes()),
+            Some(&bundle),
+            &[("CORDON_ENV_FILE", Some(extra.to_str().unwrap()))],
+        );
+        // A syntax error in one script spares the scripts after it.
+        assert_eq!(stdout(&out), "3,10,20,after-error,extra\n", "{shell}");
+        // Without the memfds or the variable nothing fails.
         let argv = rewrite_argv(&os(&[shell, "-lc", "echo \"${ORDER:-none}\""]), &rw);
         assert_eq!(stdout(&fx.run(&argv, &[])), "none\n", "{shell}");
     }
@@ -718,8 +783,10 @@ fn snapshot_markers_win_over_env_file_without_env_dir() {
                       \"${__cordon_s0-clean}${__cordon_v1-}${__cordon_f-}\"";
         let argv = rewrite_argv(&os(&[shell, "-lc", script]), &rw);
         let file = file.to_str().unwrap();
-        let out = fx.run(
+        let out = fx.run_fds(
             &argv,
+            Some(snap.content()),
+            None,
             &[
                 ("CORDON_ENV_FILE", Some(file)),
                 ("CORDON_SANDBOX", Some("1")),
@@ -728,8 +795,10 @@ fn snapshot_markers_win_over_env_file_without_env_dir() {
         );
         assert_eq!(stdout(&out), "1|unset|from-file|clean|", "{shell}");
         // Without an env file nothing touches them.
-        let out = fx.run(
+        let out = fx.run_fds(
             &argv,
+            Some(snap.content()),
+            None,
             &[("CORDON_ENV_FILE", None), ("CORDON_SANDBOX", Some("1"))],
         );
         assert_eq!(stdout(&out), "1|unset|unset|clean|", "{shell}");

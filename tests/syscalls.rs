@@ -2,10 +2,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
-use common::{lines, stderr, stdout, Tree};
+use common::{compile_c, in_private_netns, lines, stderr, stdout, Tree};
 
 #[test]
 fn no_new_privs_and_seccomp_are_in_force() {
@@ -86,21 +85,6 @@ print(subprocess.run(["true"]).returncode)  # fork/exec still work after clone3 
         "{}",
         stderr(&out)
     );
-}
-
-fn compile_c(dir: &Path, name: &str, source: &str) -> std::path::PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    let bin = dir.join(name);
-    std::fs::write(&src, source).unwrap();
-    let status = Command::new("gcc")
-        .arg("-O0")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .expect("gcc is required for the non-native ABI tests");
-    assert!(status.success());
-    bin
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -204,30 +188,10 @@ print(attempt(lambda: os.kill({pid}, 0)))
     drop(listener);
 }
 
-/// Runs `script` in a fresh network namespace with only loopback up, so the test never
-/// touches the machine's own network.
-fn in_private_netns(tree: &Tree, script: &str) -> std::process::Output {
-    Command::new("unshare")
-        .args(["--net", "--", "sh", "-c"])
-        .arg(format!("ip link set lo up && {script}"))
-        .current_dir(&tree.cwd)
-        .env("HOME", &tree.home)
-        .env("CORDON_HELPER", "self")
-        .env_remove("TMPDIR")
-        .output()
-        .expect("unshare is required for the loopback test")
-}
-
 #[test]
 fn tcp_connect_to_loopback_fails_inside_and_works_outside() {
     let tree = Tree::new();
-    if Command::new("unshare")
-        .args(["--net", "true"])
-        .status()
-        .map(|s| !s.success())
-        .unwrap_or(true)
-    {
-        eprintln!("SKIPPED: cannot create a network namespace (needs root or user namespaces)");
+    if !common::private_netns_available() {
         return;
     }
     let python = common::python().display().to_string();

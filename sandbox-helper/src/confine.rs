@@ -36,11 +36,25 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 /// receipt of a run without it (with it, everything outside the writable roots is read-only
 /// at the mount level, which refuses all four).
 pub const UNMEDIATED: [&str; 4] = [
-    "chmod/fchmod on files the user owns outside writable roots (Landlock does not mediate it)",
+    "chmod/fchmod on files the user owns outside writable roots, except the setuid and setgid bits, which seccomp refuses (Landlock does not mediate chmod)",
     "chown/fchown (Landlock does not mediate it; capabilities are dropped, so only no-op changes succeed)",
     "utime/utimensat on files the user owns outside writable roots (Landlock does not mediate it)",
     "setxattr/removexattr on files the user owns outside writable roots (Landlock does not mediate it)",
 ];
+
+/// Listed in the receipt when `tcp_bind` is set: the kernel's autobind on `listen` skips the
+/// bind hook that Landlock's port rule sits on, and seccomp cannot see whether a socket is bound.
+pub const UNMEDIATED_LISTEN_AUTOBIND: &str =
+    "listen on a TCP socket that was never bound takes an ephemeral port that tcp_bind does not cover (Landlock checks bind only)";
+
+/// What no layer mediates under `policy`, for the receipt.
+fn unmediated(policy: &SandboxPolicy) -> Vec<String> {
+    let mut out: Vec<String> = UNMEDIATED.iter().map(|s| (*s).to_owned()).collect();
+    if policy.network.tcp_bind.is_some() {
+        out.push(UNMEDIATED_LISTEN_AUTOBIND.to_owned());
+    }
+    out
+}
 
 /// Parsed helper arguments.
 #[derive(Debug)]
@@ -169,6 +183,7 @@ pub struct Env {
     argv: Vec<CString>,
     parent: libc::pid_t,
     landlock_abi: u32,
+    fs_plan: landlock_rules::FsPlan,
     downgrades: Vec<Downgrade>,
     seccomp: BpfProgram,
 }
@@ -239,14 +254,31 @@ impl Env {
         let namespaces = userns.is_ok().then(|| namespaces::Plan::new(&policy));
         let ipc_namespace = namespaces.is_some();
         let mut landlock_policy = policy.clone();
-        if namespaces.is_some() {
+        if let Some(plan) = &namespaces {
             let private = &mut landlock_policy.filesystem.write;
-            private.extend(["/dev/shm".into(), "/dev/pts".into()]);
+            private.push("/dev/shm".into());
+            if plan.private_terminals() {
+                private.push("/dev/pts".into());
+            }
         }
 
-        // `ipc_namespace` is known here, for IPC rules that depend on it.
-        let seccomp = syscall_rules::compile(&syscall_rules::rules(&policy))?;
+        // Reads only the few directories above an excluded path; nothing is changed yet. The
+        // view keeps every path where it was, so a plan made here holds inside it too.
+        let fs_plan = if landlock_abi > 0 {
+            landlock_rules::plan(&landlock_policy)?
+        } else {
+            landlock_rules::FsPlan::default()
+        };
+        // Read here, not after confinement: the command keeps this pid across execve, and the
+        // process rules may let it act on itself by pid only if they know the pid. Under the
+        // namespace layer the command is the init's first child, and its IPC is its own.
+        let scope = match &namespaces {
+            Some(_) => syscall_rules::ProcessScope::IN_NAMESPACES,
+            None => syscall_rules::ProcessScope::of_this_process(),
+        };
+        let seccomp = syscall_rules::compile(&syscall_rules::rules_for(&policy, &scope))?;
         Ok(Env {
+            fs_plan,
             policy,
             landlock_policy,
             namespaces,
@@ -309,6 +341,7 @@ impl Env {
         layers.extend(landlock_rules::apply(
             &self.landlock_policy,
             self.landlock_abi,
+            &self.fs_plan,
         )?);
         // Seccomp last among the restrictions, so that its filters need not allow what setup does.
         syscall_rules::install(&self.seccomp)?;
@@ -336,15 +369,16 @@ impl Env {
     fn receipt(&self, layers: Vec<Layer>, entered: namespaces::Entered) -> ConfinementReceipt {
         // With the mount layer everything outside the writable roots is read-only, which
         // refuses the four operations Landlock does not mediate.
-        let unmediated = match self.namespaces {
-            Some(_) => Vec::new(),
-            None => UNMEDIATED.iter().map(|s| (*s).to_owned()).collect(),
-        };
+        let mut unmediated = unmediated(&self.policy);
+        if self.namespaces.is_some() {
+            unmediated.retain(|u| !UNMEDIATED.contains(&u.as_str()));
+        }
         let downgrades = self.downgrades.iter().cloned();
         ConfinementReceipt {
             layers,
             landlock_abi: self.landlock_abi,
             downgrades: downgrades.chain(entered.downgrades).collect(),
+            approximations: self.fs_plan.approximations.clone(),
             unmediated,
             placeholders: entered.placeholders,
         }
@@ -410,10 +444,18 @@ fn prepare_status_fd(fd: RawFd) -> Result<RawFd, SetupError> {
     Ok(fd)
 }
 
-/// Accepts a `--pass-fd` descriptor only if it is a pipe or a socket. A descriptor of a regular
-/// file or a directory was opened before Landlock existed in this process, so the command could
-/// read, write or `openat` beneath it regardless of the policy.
+/// Accepts a `--pass-fd` descriptor only if it is a pipe, a socket, or a fully sealed memfd.
+/// A descriptor of a regular file or a directory was opened before Landlock existed in this
+/// process, so the command could read, write or `openat` beneath it regardless of the policy.
+/// A memfd is a regular file too, but one that lives on no path; once it carries every seal
+/// below, its content can never change again, so all the command gains from it is bytes the
+/// parent chose to give it (a shell snapshot, a session's env scripts). An ordinary file on
+/// tmpfs also answers `F_GET_SEALS`, but with `F_SEAL_SEAL` alone and no way to add the rest,
+/// so it is refused like any other file.
 fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
+    /// Write, grow, shrink, and no further seal changes: immutable for good.
+    const REQUIRED_SEALS: libc::c_int =
+        libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
     // SAFETY: `stat` is plain data for which all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes into `st`, a valid, writable stat buffer; `fd` is only an integer.
@@ -426,7 +468,18 @@ fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
     }
     let kind = match st.st_mode & libc::S_IFMT {
         libc::S_IFIFO | libc::S_IFSOCK => return Ok(()),
-        libc::S_IFREG => "a regular file",
+        libc::S_IFREG => {
+            // SAFETY: F_GET_SEALS only reads the descriptor's seal set; no memory is passed.
+            let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+            if seals >= 0 && seals & REQUIRED_SEALS == REQUIRED_SEALS {
+                return Ok(());
+            }
+            if seals >= 0 {
+                "a memfd (or tmpfs file) without the write, grow, shrink and seal seals"
+            } else {
+                "a regular file"
+            }
+        }
         libc::S_IFDIR => "a directory",
         libc::S_IFCHR => "a character device",
         libc::S_IFBLK => "a block device",

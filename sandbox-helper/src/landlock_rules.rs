@@ -21,7 +21,8 @@
 //! ```
 
 use std::io;
-use std::path::Path;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::path::{Path, PathBuf};
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
@@ -29,8 +30,9 @@ use landlock::{
 };
 
 use crate::error::SetupError;
+use crate::path_expansion::{self, Entry, Grant};
 use crate::policy::{SandboxPolicy, UnixSockets};
-use crate::status::{Downgrade, Layer};
+use crate::status::{Approximation, Downgrade, Layer};
 
 /// The newest Landlock ABI whose rights this helper handles.
 pub const MAX_LANDLOCK_ABI: u32 = 7;
@@ -40,15 +42,61 @@ pub const MAX_LANDLOCK_ABI: u32 = 7;
 /// downgrade still goes through the policy's `enforcement`.
 pub const ABI_CAP_ENV: &str = "CORDON_LANDLOCK_ABI_MAX";
 
-/// Character devices every command may read and write, whatever the profile.
+/// Character devices every command may read and write, whatever the profile (the device
+/// allow-list). Everything else under `/dev` is left out of roots above it; see
+/// [`EXCLUDED_BENEATH_ROOTS`].
 pub const DEVICE_FILES: [&str; 6] = [
+    // The universal sink and source: shells redirect to it constantly.
     "/dev/null",
+    // Zero bytes on read; `dd`, `head -c` and allocators read it.
     "/dev/zero",
+    // ENOSPC on write: programs test their error paths with it.
     "/dev/full",
+    // Randomness for every TLS library, Python's `os.urandom` fallback, mktemp, ...
     "/dev/random",
     "/dev/urandom",
+    // The caller's controlling terminal only, never another one: it is the terminal the
+    // command was given (and ENXIO under `cordon run`, whose command has its own session).
     "/dev/tty",
 ];
+
+/// Paths that a root above them does not cover: the root is granted entry by entry around
+/// them instead ([`crate::path_expansion`]). A root at or beneath one of these paths (say
+/// `-r /dev/input` or `-w /dev/shm`) is granted as named.
+pub const EXCLUDED_BENEATH_ROOTS: [Exclusion; 1] = [Exclusion {
+    path: "/dev",
+    reason: "device nodes are not files: other terminals (/dev/pts/N, /dev/tty1..63, \
+             /dev/console, /dev/vcs*, serial ttys) carry other people's keystrokes, /dev/input/* \
+             every keystroke, raw block devices every file on disk (root reads them by DAC \
+             ownership alone), /dev/shm and /dev/mqueue other processes' shared memory and \
+             queues; only the device allow-list and the terminal the command was given remain",
+}];
+
+/// A path left out of the roots above it, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exclusion {
+    /// The path.
+    pub path: &'static str,
+    /// Why a root above it must not cover it.
+    pub reason: &'static str,
+}
+
+/// True when a root above `path` does not grant it (it lies at or beneath an excluded path)
+/// and no root at or beneath that exclusion names it: what a denial report needs to know.
+pub fn excluded_from_roots(policy: &SandboxPolicy, path: &Path) -> bool {
+    let fs = &policy.filesystem;
+    EXCLUDED_BENEATH_ROOTS
+        .iter()
+        .map(|e| Path::new(e.path))
+        .filter(|e| path.starts_with(e))
+        .any(|e| {
+            !fs.read
+                .iter()
+                .chain(&fs.write)
+                .any(|r| r.starts_with(e) && path.starts_with(r))
+        })
+        && !DEVICE_FILES.iter().any(|d| path == Path::new(d))
+}
 
 /// The ABI the running kernel offers (0 without Landlock).
 pub fn kernel_abi() -> u32 {
@@ -131,9 +179,142 @@ pub fn downgrades(policy: &SandboxPolicy, abi: u32) -> Vec<Downgrade> {
     out
 }
 
+/// The rights one filesystem rule carries, turned into Landlock bits for the ABI in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleAccess {
+    /// A readable root: read and execute.
+    Read,
+    /// A writable root: every right the ABI handles.
+    Write,
+    /// A directory along the way to an excluded path: listing only.
+    Listing,
+    /// The device allow-list: read, write, truncate, ioctl.
+    Device,
+}
+
+/// One filesystem rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsRule {
+    /// The path the rule is attached to.
+    pub path: PathBuf,
+    /// Its rights.
+    pub access: RuleAccess,
+    /// Whether it is a directory, when a listing already said so.
+    pub is_dir: Option<bool>,
+    /// False for paths the policy did not name (a device missing from a minimal `/dev`, an
+    /// entry that vanished since it was listed): those are skipped when they do not exist.
+    pub required: bool,
+}
+
+/// The filesystem rules, computed by [`plan`] before anything in the process changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FsPlan {
+    /// Every rule, in order.
+    pub rules: Vec<FsRule>,
+    /// Roots narrowed around an excluded path, for the receipt.
+    pub approximations: Vec<Approximation>,
+}
+
+/// Computes the filesystem rules of `policy`, expanding roots above [`EXCLUDED_BENEATH_ROOTS`]
+/// with the real directory listing.
+pub fn plan(policy: &SandboxPolicy) -> Result<FsPlan, SetupError> {
+    plan_with(policy, &mut path_expansion::list_directory)
+}
+
+/// [`plan`] over any directory listing.
+pub fn plan_with(
+    policy: &SandboxPolicy,
+    list: &mut impl FnMut(&Path) -> io::Result<Vec<Entry>>,
+) -> Result<FsPlan, SetupError> {
+    let excluded: Vec<&Path> = EXCLUDED_BENEATH_ROOTS
+        .iter()
+        .map(|e| Path::new(e.path))
+        .collect();
+    let fs = &policy.filesystem;
+    let roots = fs
+        .read
+        .iter()
+        .map(|p| (p, RuleAccess::Read, "read"))
+        .chain(fs.write.iter().map(|p| (p, RuleAccess::Write, "write")));
+    let mut out = FsPlan::default();
+    for (root, access, kind) in roots {
+        let expansion = path_expansion::expand(root, &excluded, list).map_err(|source| {
+            SetupError::LandlockPath {
+                path: root.clone(),
+                source,
+            }
+        })?;
+        for grant in expansion.grants {
+            out.rules.push(match grant {
+                // The root itself is required; entries found by listing may vanish.
+                Grant::Whole { path, is_dir } => FsRule {
+                    required: &path == root,
+                    path,
+                    access,
+                    is_dir,
+                },
+                Grant::ListingOnly(path) => FsRule {
+                    required: &path == root,
+                    path,
+                    access: RuleAccess::Listing,
+                    is_dir: Some(true),
+                },
+            });
+        }
+        if !expansion.narrowed.is_empty() {
+            out.approximations
+                .push(approximation(kind, root, &expansion.narrowed, &excluded));
+        }
+    }
+    out.rules.extend(DEVICE_FILES.iter().map(|p| FsRule {
+        path: PathBuf::from(p),
+        access: RuleAccess::Device,
+        is_dir: Some(false),
+        required: false,
+    }));
+    // The profile's devices (`filesystem.devices`) get the device rights only: creating files
+    // beside them in the host's /dev is not what listing them asks for.
+    out.rules.extend(fs.devices.iter().map(|p| FsRule {
+        path: p.clone(),
+        access: RuleAccess::Device,
+        is_dir: None,
+        required: true,
+    }));
+    Ok(out)
+}
+
+fn approximation(
+    kind: &str,
+    root: &Path,
+    narrowed: &[PathBuf],
+    excluded: &[&Path],
+) -> Approximation {
+    let list = |paths: &mut dyn Iterator<Item = String>| paths.collect::<Vec<_>>().join(", ");
+    let left_out = list(
+        &mut excluded
+            .iter()
+            .filter(|e| e.starts_with(root) && **e != root)
+            .map(|e| e.display().to_string()),
+    );
+    let dirs = list(&mut narrowed.iter().map(|d| d.display().to_string()));
+    let writes = if kind == "write" {
+        format!("; nothing can be created, removed or renamed directly in {dirs}")
+    } else {
+        String::new()
+    };
+    Approximation {
+        rule: format!("{kind}:{}", root.display()),
+        effect: format!(
+            "granted entry by entry to leave out {left_out} (Landlock cannot subtract rights \
+             beneath a root): entries created later directly in {dirs} are not covered{writes}"
+        ),
+    }
+}
+
 /// Builds the ruleset for `abi` and restricts the calling thread. Returns the Landlock layers
 /// now in force. `abi` must be what [`effective_abi`] chose; with 0 nothing is applied.
-pub fn apply(policy: &SandboxPolicy, abi: u32) -> Result<Vec<Layer>, SetupError> {
+/// `plan` is what [`plan`] computed for `policy`.
+pub fn apply(policy: &SandboxPolicy, abi: u32, plan: &FsPlan) -> Result<Vec<Layer>, SetupError> {
     if abi == 0 {
         return Ok(Vec::new());
     }
@@ -183,40 +364,16 @@ pub fn apply(policy: &SandboxPolicy, abi: u32) -> Result<Vec<Layer>, SetupError>
         // no_new_privs is its own step of the helper, before this one.
         .no_new_privs(false);
 
-    let fs = &policy.filesystem;
-    let rules = fs
-        .read
-        .iter()
-        .map(|p| (p.as_path(), read, true))
-        .chain(fs.write.iter().map(|p| (p.as_path(), handled, true)))
-        .chain(DEVICE_FILES.iter().map(|p| (Path::new(*p), device, false)))
-        // The profile's devices get the device rights only: creating files beside them in
-        // the host's /dev is not what listing them asks for.
-        .chain(fs.devices.iter().map(|p| (p.as_path(), device, true)));
-    for (path, access, required) in rules {
-        let file = match open_path(path) {
-            Ok(file) => file,
-            // A device missing from a minimal /dev is not something the policy asked for.
-            Err(SetupError::LandlockPath { source, .. })
-                if !required && source.kind() == io::ErrorKind::NotFound =>
-            {
-                continue
-            }
-            Err(e) => return Err(e),
+    for rule in &plan.rules {
+        let access = match rule.access {
+            RuleAccess::Read => read,
+            RuleAccess::Write => handled,
+            RuleAccess::Listing => handled & AccessFs::ReadDir,
+            RuleAccess::Device => device,
         };
-        let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(false);
-        let access = if is_dir {
-            access
-        } else {
-            access & AccessFs::from_file(ll_abi)
-        };
-        created = created
-            .add_rule(PathBeneath::new(file, access))
-            .map_err(|e| SetupError::LandlockPath {
-                path: path.to_path_buf(),
-                source: io::Error::other(e.to_string()),
-            })?;
+        created = add_path_rule(created, rule, access, ll_abi)?;
     }
+    created = add_inherited_terminal_rules(created, device & AccessFs::from_file(ll_abi))?;
     if net_handled.contains(AccessNet::ConnectTcp) {
         for &port in policy.network.tcp_connect.iter().flatten() {
             created = created
@@ -252,6 +409,79 @@ pub fn apply(policy: &SandboxPolicy, abi: u32) -> Result<Vec<Layer>, SetupError>
         layers.push(Layer::LandlockScope);
     }
     Ok(layers)
+}
+
+type CreatedRuleset = landlock::RulesetCreated;
+
+/// Adds the rule for one path, skipping a path the policy did not name if it does not exist.
+fn add_path_rule(
+    created: CreatedRuleset,
+    rule: &FsRule,
+    access: BitFlags<AccessFs>,
+    ll_abi: ABI,
+) -> Result<CreatedRuleset, SetupError> {
+    let file = match open_path(&rule.path) {
+        Ok(file) => file,
+        Err(SetupError::LandlockPath { source, .. })
+            if !rule.required && source.kind() == io::ErrorKind::NotFound =>
+        {
+            return Ok(created)
+        }
+        Err(e) => return Err(e),
+    };
+    let is_dir = match rule.is_dir {
+        Some(known) => known,
+        None => file.metadata().map(|m| m.is_dir()).unwrap_or(false),
+    };
+    let access = if is_dir {
+        access
+    } else {
+        access & AccessFs::from_file(ll_abi)
+    };
+    created
+        .add_rule(PathBeneath::new(file, access))
+        .map_err(|e| SetupError::LandlockPath {
+            path: rule.path.clone(),
+            source: io::Error::other(e.to_string()),
+        })
+}
+
+/// `/dev/ptmx`: reopening a pty master makes a new pseudo-terminal, not the given one.
+const PTMX: (u32, u32) = (5, 2);
+
+/// Lets the command reopen the terminals its stdin, stdout and stderr are (`/dev/stdout`,
+/// `/proc/self/fd/1`, `/dev/pts/N` by name), and no other: the rule is attached to the
+/// inherited descriptor's own inode. The descriptors themselves work regardless, since
+/// Landlock checks at open.
+fn add_inherited_terminal_rules(
+    mut created: CreatedRuleset,
+    access: BitFlags<AccessFs>,
+) -> Result<CreatedRuleset, SetupError> {
+    for fd in 0..=2 {
+        // SAFETY: `stat` is plain data for which all-zero is a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes into `st`, a valid stat buffer; `fd` is only an integer and a
+        // closed one fails with EBADF.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFCHR {
+            continue;
+        }
+        // SAFETY: isatty only queries the descriptor.
+        if unsafe { libc::isatty(fd) } != 1
+            || (libc::major(st.st_rdev), libc::minor(st.st_rdev)) == PTMX
+        {
+            continue;
+        }
+        // SAFETY: fstat just succeeded on `fd`, and nothing closes it before the rule is added
+        // (the borrow ends with this iteration).
+        let terminal = unsafe { BorrowedFd::borrow_raw(fd) };
+        created = created
+            .add_rule(PathBeneath::new(terminal, access))
+            .map_err(|e| SetupError::LandlockPath {
+                path: PathBuf::from(format!("/proc/self/fd/{}", terminal.as_raw_fd())),
+                source: io::Error::other(e.to_string()),
+            })?;
+    }
+    Ok(created)
 }
 
 /// Opens `path` with `O_PATH` (enough for a Landlock rule, and it needs no read permission),
@@ -330,6 +560,75 @@ fn ruleset_error<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> Setu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path_expansion::EntryKind;
+
+    fn policy(read: &[&str], write: &[&str]) -> SandboxPolicy {
+        let mut policy = SandboxPolicy::from_json(
+            r#"{"version":1,"filesystem":{},"network":{"mode":"denied"},
+                "enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#,
+        )
+        .unwrap();
+        policy.filesystem.read = read.iter().map(PathBuf::from).collect();
+        policy.filesystem.write = write.iter().map(PathBuf::from).collect();
+        policy
+    }
+
+    fn fake_root(dir: &Path) -> io::Result<Vec<Entry>> {
+        match dir.to_str() {
+            Some("/") => Ok(vec![
+                Entry::new("usr", EntryKind::Directory),
+                Entry::new("dev", EntryKind::Directory),
+                Entry::new("lib", EntryKind::Symlink),
+            ]),
+            _ => Err(io::Error::from(io::ErrorKind::NotFound)),
+        }
+    }
+
+    fn summary(plan: &FsPlan) -> Vec<(String, RuleAccess, bool)> {
+        plan.rules
+            .iter()
+            .map(|r| (r.path.display().to_string(), r.access, r.required))
+            .collect()
+    }
+
+    #[test]
+    fn a_root_above_dev_is_planned_around_it_and_named_devices_stay() {
+        let plan = plan_with(&policy(&["/"], &["/tmp", "/dev/shm"]), &mut fake_root).unwrap();
+        let mut expected: Vec<(String, RuleAccess, bool)> = vec![
+            ("/".into(), RuleAccess::Listing, true),
+            ("/usr".into(), RuleAccess::Read, false),
+            ("/tmp".into(), RuleAccess::Write, true),
+            ("/dev/shm".into(), RuleAccess::Write, true),
+        ];
+        expected.extend(
+            DEVICE_FILES
+                .iter()
+                .map(|d| (d.to_string(), RuleAccess::Device, false)),
+        );
+        assert_eq!(summary(&plan), expected);
+        assert_eq!(plan.approximations.len(), 1);
+        assert_eq!(plan.approximations[0].rule, "read:/");
+    }
+
+    #[test]
+    fn a_writable_root_above_dev_says_what_it_cannot_do() {
+        let plan = plan_with(&policy(&[], &["/"]), &mut fake_root).unwrap();
+        assert_eq!(plan.rules[0].access, RuleAccess::Listing);
+        assert_eq!(plan.rules[1].access, RuleAccess::Write);
+        let effect = &plan.approximations[0].effect;
+        assert!(effect.contains("nothing can be created, removed or renamed directly in /"));
+    }
+
+    #[test]
+    fn excluded_paths_for_denial_reports() {
+        let p = policy(&["/", "/dev/input"], &["/dev/shm"]);
+        assert!(excluded_from_roots(&p, Path::new("/dev/pts/3")));
+        assert!(excluded_from_roots(&p, Path::new("/dev/sda")));
+        assert!(!excluded_from_roots(&p, Path::new("/dev/null")));
+        assert!(!excluded_from_roots(&p, Path::new("/dev/input/event0")));
+        assert!(!excluded_from_roots(&p, Path::new("/dev/shm/x")));
+        assert!(!excluded_from_roots(&p, Path::new("/etc/passwd")));
+    }
 
     #[test]
     fn abi_is_capped_in_code_and_by_knob() {

@@ -11,10 +11,12 @@
 //! std::process::exit(code);
 //! ```
 
+pub mod bpf;
 pub mod confine;
 pub mod error;
 pub mod landlock_rules;
 pub mod namespaces;
+pub mod path_expansion;
 pub mod policy;
 pub mod process;
 pub mod status;

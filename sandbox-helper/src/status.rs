@@ -54,6 +54,10 @@ pub struct ConfinementReceipt {
     pub landlock_abi: u32,
     /// Everything the policy asked for that is not enforced.
     pub downgrades: Vec<Downgrade>,
+    /// Where less was granted than the policy names, and how (a root granted entry by entry
+    /// around an excluded path). Absent when nothing was narrowed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approximations: Vec<Approximation>,
     /// Operations no layer mediates, whatever the policy says.
     pub unmediated: Vec<String>,
     /// Empty directories the helper created at `read_only` paths that did not exist, so that
@@ -102,6 +106,16 @@ pub struct Downgrade {
     pub restriction: String,
     /// Why it is not enforced.
     pub reason: String,
+}
+
+/// A rule enforced more narrowly than the policy names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approximation {
+    /// The policy rule, as `read:/` or `write:/srv`.
+    pub rule: String,
+    /// What was granted instead, and what that costs the command.
+    pub effect: String,
 }
 
 /// The steps of the helper's setup, named in setup errors.
@@ -222,6 +236,10 @@ mod tests {
                 downgrades: vec![Downgrade {
                     restriction: "read_only:/w/.git".into(),
                     reason: "needs the mount namespace layer".into(),
+                }],
+                approximations: vec![Approximation {
+                    rule: "read:/".into(),
+                    effect: "granted entry by entry".into(),
                 }],
                 unmediated: vec!["chmod".into()],
                 placeholders: vec![],

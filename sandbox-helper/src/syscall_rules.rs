@@ -3,11 +3,10 @@
 //!
 //! The filter is a deny-list on top of Landlock: Landlock decides *which files*, seccomp removes
 //! the kernel interfaces that bypass or attack the sandbox, and the socket families that the
-//! policy's network mode forbids. The EPERM rules are compiled with seccompiler (which has one
-//! match action per filter); a short hand-written prefix in the same program answers the few
-//! unconditional rules with another errno (clone3: ENOSYS) and, on x86_64, refuses x32 system
-//! calls, which share the native audit arch but use other numbers. Non-native ABIs (i386
-//! through `int 0x80`) fail seccompiler's arch check and kill the process.
+//! policy's network mode forbids. [`compile`] turns the table into one BPF program
+//! ([`crate::bpf`] describes its layout); on x86_64 it also refuses x32 system calls, which
+//! share the native audit arch but use other numbers, and non-native ABIs (i386 through
+//! `int 0x80`) fail its architecture check and kill the process.
 //!
 //! ```
 //! use cordon_sandbox::policy::SandboxPolicy;
@@ -21,12 +20,7 @@
 //! assert!(rules.iter().all(|r| !r.reason.is_empty()));
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use seccompiler::{
-    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-    SeccompFilter, SeccompRule, TargetArch,
-};
+use seccompiler::BpfProgram;
 
 use crate::error::SetupError;
 use crate::policy::{SandboxPolicy, UnixSockets};
@@ -44,6 +38,8 @@ pub enum Arg {
     Masked64(u8, u64, u64),
     /// The 64-bit argument is not zero (a pointer that is not NULL).
     NonZero64(u8),
+    /// The 32-bit argument has at least one of the mask's bits set.
+    AnyBits32(u8, u64),
 }
 
 /// One refused system call (or one refused use of it).
@@ -80,12 +76,63 @@ fn rule(
 const UNIX_FAMILY: u64 = libc::AF_UNIX as u64;
 /// `SOCK_TYPE_MASK` in the kernel: the type without `SOCK_CLOEXEC`/`SOCK_NONBLOCK`.
 const SOCK_TYPE_MASK: u64 = 0xf;
-const DGRAM_TYPE: u64 = libc::SOCK_DGRAM as u64;
 
-/// The rules for `policy`, in a fixed order.
+/// Which processes belong to the confined command, as far as a static filter can tell.
+///
+/// seccomp cannot ask "is this pid inside the sandbox", so calls that act on another process
+/// by pid are allowed only for pid 0 (the caller) and the helper's own pid, which the command
+/// keeps across `execve`; every other pid is refused, including a descendant's own explicit pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessScope {
+    /// The helper's pid, or `None` when unknown (then only pid 0 is the command's own).
+    pub own_pid: Option<u32>,
+    /// The helper leads its own session (cordon starts it with `setsid`), so its process group
+    /// can hold sandboxed processes only: a process can join a group only in its own session.
+    pub leads_session: bool,
+    /// The command has an IPC namespace of its own (the namespace layer), so System V IPC and
+    /// POSIX message queues reach only its own objects and are allowed.
+    pub ipc_namespace: bool,
+}
+
+impl ProcessScope {
+    /// Nothing known: only pid 0 counts as the command's own, and no process group does.
+    pub const UNKNOWN: ProcessScope = ProcessScope {
+        own_pid: None,
+        leads_session: false,
+        ipc_namespace: false,
+    };
+
+    /// The command under the namespace layer: the first child of the pid namespace's init, so
+    /// pid 2 there (pid 1 is the init); it leads a process group of its own, and every group it
+    /// can name lies inside the namespace; its IPC namespace is private.
+    pub const IN_NAMESPACES: ProcessScope = ProcessScope {
+        own_pid: Some(crate::namespaces::COMMAND_PID),
+        leads_session: true,
+        ipc_namespace: true,
+    };
+
+    /// The scope of the calling process, which is about to become the command.
+    pub fn of_this_process() -> ProcessScope {
+        // SAFETY: getpid and getsid(0) only read the caller's own ids and cannot fail.
+        let (pid, sid) = unsafe { (libc::getpid(), libc::getsid(0)) };
+        ProcessScope {
+            own_pid: u32::try_from(pid).ok(),
+            leads_session: sid == pid,
+            ipc_namespace: false,
+        }
+    }
+}
+
+/// The rules for `policy`, in a fixed order, for a command whose pid is not known
+/// ([`ProcessScope::UNKNOWN`]: only pid 0 counts as its own). The helper uses [`rules_for`].
+pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
+    rules_for(policy, &ProcessScope::UNKNOWN)
+}
+
+/// The rules for `policy` and a command running as `scope`, in a fixed order.
 // The ioctl request constants are `c_ulong` on glibc and `c_int` on musl; the casts are for musl.
 #[allow(clippy::unnecessary_cast)]
-pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
+pub fn rules_for(policy: &SandboxPolicy, scope: &ProcessScope) -> Vec<SyscallRule> {
     use libc::*;
     let mut r = vec![
         rule("io_uring_setup", SYS_io_uring_setup, &[], EPERM,
@@ -138,7 +185,61 @@ pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
         rule("clone3", SYS_clone3, &[], ENOSYS,
             "clone3 passes its flags in memory that seccomp cannot read; ENOSYS makes libc fall back to clone"),
     ];
+    r.extend(process_rules(scope));
+    if !scope.ipc_namespace {
+        r.extend(ipc_rules());
+    }
+    r.extend(mode_rules());
+    r.extend(socket_rules(policy));
+    r
+}
+
+/// The families a command may create with the network enabled, and why each is needed:
+/// `AF_UNIX` (local sockets, further limited by the unix-socket setting), `AF_INET` and
+/// `AF_INET6` (the network), `AF_NETLINK` (route and address queries: glibc's `getaddrinfo`
+/// with `AI_ADDRCONFIG`, `getifaddrs`, `if_nametoindex`; only `NETLINK_ROUTE`, see below).
+const NETWORK_FAMILIES: [i32; 4] = [
+    libc::AF_UNIX,
+    libc::AF_INET,
+    libc::AF_INET6,
+    libc::AF_NETLINK,
+];
+
+/// Socket types (the kernel's four-bit type field) refused on `AF_UNIX` while unix sockets are
+/// denied: the complement of the allow-list, stream (1) and seqpacket (5). A stream socket
+/// refuses a destination on send (`EISCONN`/`EOPNOTSUPP`) and a seqpacket one ignores it
+/// (`unix_seqpacket_sendmsg`), so neither can address a socket outside; everything else either
+/// has datagram semantics or is refused so that a type a later kernel gives them cannot pass.
+/// Each entry is `(mask, value)` over the type field, so that a group of types costs one rule
+/// (the filter is compiled before every command; fewer rules install faster).
+const UNIX_TYPES_REFUSED: [(u64, u64, &str); 5] = [
+    (0xf, 0, "unix sockets denied: type 0 is no unix type; only stream and seqpacket pass"),
+    (0xe, 2, "unix sockets denied: SOCK_DGRAM (2) carries a destination in sendmsg/sendmmsg that seccomp cannot read, and the kernel turns AF_UNIX SOCK_RAW (3) into SOCK_DGRAM (unix_create)"),
+    (0xf, 4, "unix sockets denied: SOCK_RDM is no unix type today; refused so that a later kernel cannot make it a datagram socket"),
+    (0xe, 6, "unix sockets denied: SOCK_DCCP (6) and type 7 are no unix types today; refused so that a later kernel cannot make them datagram sockets"),
+    (0x8, 8, "unix sockets denied: types 8-15 (SOCK_PACKET, the unassigned ones, beyond SOCK_MAX) are no unix types; only stream and seqpacket pass"),
+];
+
+/// Socket types refused on `AF_INET`/`AF_INET6` while TCP port lists are in force: Landlock's
+/// port rules govern only stream sockets with protocol TCP, so every type but stream (1, whose
+/// protocol is checked separately) and datagram (2: UDP, ICMP echo, governed by the network mode
+/// alone, as documented) is refused. `(mask, value)` over the type field, as above.
+const INET_TYPES_REFUSED_UNDER_PORTS: [(u64, u64, &str); 4] = [
+    (0xf, 0, "TCP port lists: type 0 is no inet type; only stream (TCP) and datagram pass"),
+    (0xf, 3, "TCP port lists: a raw socket crafts TCP segments to any port (and needs CAP_NET_RAW, which is dropped)"),
+    (0xc, 4, "TCP port lists: SOCK_RDM (4), SOCK_SEQPACKET (5, SCTP), SOCK_DCCP (6) and type 7 connect or bind outside Landlock's TCP port rules"),
+    (0x8, 8, "TCP port lists: types 8-15 (SOCK_PACKET, the unassigned ones, beyond SOCK_MAX) are outside Landlock's TCP port rules"),
+];
+
+/// The socket rules: which families, which types, and (unix sockets denied) which calls could
+/// address or offer a unix socket outside the sandbox. seccomp sees only register arguments, so
+/// every rule is on the family, type, protocol or flags, never on an address.
+fn socket_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
+    use libc::*;
     let network_denied = policy.network.mode.is_denied();
+    let unix_denied = policy.network.unix_sockets == UnixSockets::Deny;
+    let ports_in_force = policy.network.tcp_connect.is_some() || policy.network.tcp_bind.is_some();
+    let mut r = Vec::new();
     if network_denied {
         r.push(rule(
             "socket",
@@ -147,299 +248,300 @@ pub fn rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
             EPERM,
             "network mode denied: only AF_UNIX sockets may be created",
         ));
-        r.push(rule(
-            "socketpair",
-            SYS_socketpair,
-            &[Arg::Ne32(0, UNIX_FAMILY)],
-            EPERM,
-            "network mode denied: only AF_UNIX socket pairs may be created",
-        ));
+    } else {
+        let outside_allow_list: Vec<Arg> = NETWORK_FAMILIES
+            .iter()
+            .map(|&family| Arg::Ne32(0, family as u64))
+            .collect();
+        r.extend(vec![
+            rule("socket", SYS_socket, &outside_allow_list, EPERM,
+                "network enabled: only unix, inet, inet6 and netlink route; vsock, alg, key, packet, bluetooth, tipc, xdp and the rest reach kernel subsystems and hosts that networking does not need"),
+            rule("socket", SYS_socket, &[Arg::Eq32(0, AF_NETLINK as u64), Arg::Ne32(2, NETLINK_ROUTE as u64)], EPERM,
+                "network enabled: netlink only for route queries; the other protocols (audit, sock_diag, uevent, generic, netfilter) administer or observe the host"),
+        ]);
     }
-    if policy.network.unix_sockets == UnixSockets::Deny {
-        if network_denied {
-            // Every socket the command can create is AF_UNIX, so refusing connect and addressed
-            // sendto outright refuses exactly the unix sockets, and keeps the path in the error.
-            r.push(rule("connect", SYS_connect, &[], EPERM,
-                "unix sockets denied: connecting could reach a socket outside the sandbox (docker, ssh-agent, D-Bus)"));
-            r.push(rule("sendto", SYS_sendto, &[Arg::NonZero64(4)], EPERM,
-                "unix sockets denied: a datagram with a destination could reach a socket outside the sandbox"));
-        } else {
-            // With the network on, connect must work for TCP, so no unix socket may be made.
-            r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, UNIX_FAMILY)], EPERM,
-                "unix sockets denied: with the network enabled, connect cannot be filtered by family, so unix sockets cannot be created"));
+    r.push(rule("socketpair", SYS_socketpair, &[Arg::Ne32(0, UNIX_FAMILY)], EPERM,
+        "only unix socket pairs are local; the one other family with pairs (tipc) is a cluster network"));
+    if !network_denied && ports_in_force {
+        for family in [AF_INET as u64, AF_INET6 as u64] {
+            let is_family = Arg::Eq32(0, family);
+            for (mask, kind, reason) in INET_TYPES_REFUSED_UNDER_PORTS {
+                let is_kind = Arg::Masked32(1, mask, kind);
+                r.push(rule(
+                    "socket",
+                    SYS_socket,
+                    &[is_family, is_kind],
+                    EPERM,
+                    reason,
+                ));
+            }
+            let stream = Arg::Masked32(1, SOCK_TYPE_MASK, SOCK_STREAM as u64);
+            let (not_default, not_tcp) = (Arg::Ne32(2, 0), Arg::Ne32(2, IPPROTO_TCP as u64));
+            r.push(rule("socket", SYS_socket, &[is_family, stream, not_default, not_tcp], EPERM,
+                "TCP port lists: Landlock governs only protocol TCP; MPTCP, SCTP and SMC stream sockets would reach any port"));
         }
-        r.push(rule("socket", SYS_socket, &[Arg::Eq32(0, UNIX_FAMILY), Arg::Masked32(1, SOCK_TYPE_MASK, DGRAM_TYPE)], EPERM,
-            "unix sockets denied: sendmsg's destination is invisible to seccomp, so no unix datagram sockets"));
+    }
+    if !network_denied && policy.network.tcp_connect.is_some() {
+        // The flags are a register argument of all three calls, and sendmmsg overwrites each
+        // message's msg_flags with it, so no message can carry the flag past the filter.
+        let fastopen = MSG_FASTOPEN as u64;
+        r.extend(vec![
+            rule("sendto", SYS_sendto, &[Arg::Masked32(3, fastopen, fastopen)], EPERM,
+                "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"),
+            rule("sendmsg", SYS_sendmsg, &[Arg::Masked32(2, fastopen, fastopen)], EPERM,
+                "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"),
+            rule("sendmmsg", SYS_sendmmsg, &[Arg::Masked32(3, fastopen, fastopen)], EPERM,
+                "TCP connect list: MSG_FASTOPEN connects without connect(), which Landlock's port rule does not see"),
+        ]);
+    }
+    if !unix_denied {
+        return r;
+    }
+    let is_unix = Arg::Eq32(0, UNIX_FAMILY);
+    if network_denied {
+        // Every socket the command can create is AF_UNIX, so refusing these outright refuses
+        // exactly the unix sockets, and keeps the path in the error.
+        r.extend(vec![
+            rule("connect", SYS_connect, &[], EPERM,
+                "unix sockets denied: connecting could reach a socket outside the sandbox (docker, ssh-agent, D-Bus)"),
+            rule("sendto", SYS_sendto, &[Arg::NonZero64(4)], EPERM,
+                "unix sockets denied: a datagram with a destination could reach a socket outside the sandbox"),
+            rule("bind", SYS_bind, &[], EPERM,
+                "unix sockets denied: a bound name (path, abstract or autobind) is a socket a process outside could reach"),
+            rule("listen", SYS_listen, &[], EPERM,
+                "unix sockets denied: a listening unix socket is a server that processes outside could connect to"),
+        ]);
+        for (mask, kind, reason) in UNIX_TYPES_REFUSED {
+            let is_kind = Arg::Masked32(1, mask, kind);
+            r.push(rule(
+                "socket",
+                SYS_socket,
+                &[is_unix, is_kind],
+                EPERM,
+                reason,
+            ));
+        }
+    } else {
+        // With the network on, connect, bind and listen must work for TCP, so no unix socket
+        // may be made. A stream or seqpacket pair can still be bound to a name, but it is
+        // connected: listen() fails with EINVAL and a connecting client gets ECONNREFUSED.
+        r.push(rule("socket", SYS_socket, &[is_unix], EPERM,
+            "unix sockets denied: with the network enabled, connect cannot be filtered by family, so unix sockets cannot be created"));
+    }
+    for (mask, kind, reason) in UNIX_TYPES_REFUSED {
+        let is_kind = Arg::Masked32(1, mask, kind);
         r.push(rule(
             "socketpair",
             SYS_socketpair,
-            &[
-                Arg::Eq32(0, UNIX_FAMILY),
-                Arg::Masked32(1, SOCK_TYPE_MASK, DGRAM_TYPE),
-            ],
+            &[is_unix, is_kind],
             EPERM,
-            "unix sockets denied: a datagram pair can still sendmsg to a named socket outside",
+            reason,
         ));
     }
     r
 }
 
-fn condition(arg: Arg) -> Result<SeccompCondition, seccompiler::BackendError> {
-    let (index, len, op, value) = match arg {
-        Arg::Eq32(i, v) => (i, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, v),
-        Arg::Ne32(i, v) => (i, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, v),
-        Arg::Masked32(i, m, v) => (i, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(m), v),
-        Arg::Masked64(i, m, v) => (i, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(m), v),
-        Arg::NonZero64(i) => (i, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0),
+/// `which` values of `setpriority` and `ioprio_set` (`PRIO_*` in libc; `IOPRIO_WHO_*` from
+/// `linux/ioprio.h`, which libc does not export).
+const PRIO_PROCESS_WHICH: u64 = libc::PRIO_PROCESS as u64;
+const PRIO_PGRP_WHICH: u64 = libc::PRIO_PGRP as u64;
+const PRIO_USER_WHICH: u64 = libc::PRIO_USER as u64;
+const IOPRIO_PROCESS_WHICH: u64 = 1;
+const IOPRIO_PGRP_WHICH: u64 = 2;
+const IOPRIO_USER_WHICH: u64 = 3;
+/// `PR_SCHED_CORE`, the `prctl` option that shares core-scheduling cookies between processes.
+const SCHED_CORE_OPTION: u64 = 62;
+
+/// Refusals of calls that change another process's resource limits, scheduling or memory
+/// placement. Landlock checks none of prlimit64, setpriority, the sched_set* calls and
+/// ioprio_set. prlimit64 asks only that the uid match, so a command reaches every process of
+/// its user, cordon included. The others also ask (in the capability module) that the target
+/// hold no capability the caller lacks: that spares root's fully privileged processes, but not
+/// a single process of an ordinary user, whose processes hold no capabilities. migrate_pages,
+/// move_pages, process_madvise, pidfd_getfd and PR_SCHED_CORE do make a ptrace-mode check,
+/// which Landlock's ptrace restriction answers, but Landlock may be absent under
+/// `enforcement = "report"`, so they are refused here too.
+///
+/// A pid is the command's own when it is 0 or the helper's pid (kept across `execve`). A
+/// descendant naming itself by its explicit pid (or a thread by its tid, as
+/// `pthread_setaffinity_np` and `pthread_setschedparam` do) is refused like any other process:
+/// seccomp cannot tell it is inside. The pid and process-group ids are compared as 32 bits,
+/// as the kernel reads them (`pid_t`).
+///
+/// Left alone on purpose: `setrlimit`, `set_mempolicy`, `set_mempolicy_home_node` and `mbind`
+/// act on the caller only; the readers (`getpriority`, `sched_get*`, `ioprio_get`, `kcmp`) change
+/// nothing; `process_mrelease` only frees the memory of a process already being killed; signals
+/// are Landlock's scope (ABI 6), reported as a downgrade where it is missing.
+fn process_rules(scope: &ProcessScope) -> Vec<SyscallRule> {
+    use libc::*;
+    // Conditions meaning "argument `i` names some process other than the command's own".
+    let other = |i: u8, also: &[Arg]| -> Vec<Arg> {
+        let mut when = vec![Arg::Ne32(i, 0)];
+        when.extend(scope.own_pid.map(|pid| Arg::Ne32(i, u64::from(pid))));
+        when.extend_from_slice(also);
+        when
     };
-    SeccompCondition::new(index, len, op, value)
+    // A process group is the command's own only when the helper leads its session.
+    let other_group = |which: u64| -> Vec<Arg> {
+        if scope.leads_session {
+            other(1, &[Arg::Eq32(0, which)])
+        } else {
+            vec![Arg::Eq32(0, which)]
+        }
+    };
+    vec![
+        rule("prlimit64", SYS_prlimit64, &other(0, &[Arg::NonZero64(2)]), EPERM,
+            "setting another process's limits needs no capability for the same uid: RLIMIT_CPU kills it, RLIMIT_CORE makes it dump its memory (cordon's withheld secrets); reading (new limit NULL) stays allowed"),
+        rule("setpriority", SYS_setpriority, &other(1, &[Arg::Eq32(0, PRIO_PROCESS_WHICH)]), EPERM,
+            "renicing another process of the same uid needs no capability"),
+        rule("setpriority", SYS_setpriority, &other_group(PRIO_PGRP_WHICH), EPERM,
+            "renicing a process group other than the command's own reaches processes outside the sandbox"),
+        rule("setpriority", SYS_setpriority, &[Arg::Eq32(0, PRIO_USER_WHICH)], EPERM,
+            "PRIO_USER renices every process of the uid, those outside the sandbox included"),
+        rule("sched_setaffinity", SYS_sched_setaffinity, &other(0, &[]), EPERM,
+            "pinning another process of the same uid to CPUs needs no capability"),
+        rule("sched_setscheduler", SYS_sched_setscheduler, &other(0, &[]), EPERM,
+            "changing another process's scheduling policy (SCHED_IDLE starves it) needs no capability for the same uid"),
+        rule("sched_setparam", SYS_sched_setparam, &other(0, &[]), EPERM,
+            "changing another process's scheduling priority needs no capability for the same uid"),
+        rule("sched_setattr", SYS_sched_setattr, &other(0, &[]), EPERM,
+            "changing another process's scheduling attributes needs no capability for the same uid"),
+        rule("ioprio_set", SYS_ioprio_set, &other(1, &[Arg::Eq32(0, IOPRIO_PROCESS_WHICH)]), EPERM,
+            "setting another process's I/O priority (idle class starves it) needs no capability for the same uid"),
+        rule("ioprio_set", SYS_ioprio_set, &other_group(IOPRIO_PGRP_WHICH), EPERM,
+            "setting the I/O priority of a process group other than the command's own reaches processes outside"),
+        rule("ioprio_set", SYS_ioprio_set, &[Arg::Eq32(0, IOPRIO_USER_WHICH)], EPERM,
+            "IOPRIO_WHO_USER changes every process of the uid, those outside the sandbox included"),
+        rule("migrate_pages", SYS_migrate_pages, &other(0, &[]), EPERM,
+            "moves another process's memory between NUMA nodes (ptrace-gated; Landlock may be absent)"),
+        rule("move_pages", SYS_move_pages, &other(0, &[]), EPERM,
+            "moves or locates another process's pages (ptrace-gated; Landlock may be absent)"),
+        rule("process_madvise", SYS_process_madvise, &[], EPERM,
+            "advises on the memory of the process a pidfd names, which seccomp cannot compare with the sandbox; madvise covers the command's own"),
+        rule("pidfd_getfd", SYS_pidfd_getfd, &[], EPERM,
+            "copies a descriptor out of the process a pidfd names, which seccomp cannot compare with the sandbox (ptrace-gated; Landlock may be absent)"),
+        rule("prctl", SYS_prctl, &other(2, &[Arg::Eq32(0, SCHED_CORE_OPTION)]), EPERM,
+            "PR_SCHED_CORE shares core-scheduling cookies with another process (ptrace-gated; Landlock may be absent)"),
+    ]
 }
 
-fn target_arch() -> Result<TargetArch, SetupError> {
-    TargetArch::try_from(std::env::consts::ARCH).map_err(|e| SetupError::Seccomp {
-        what: "select architecture",
-        message: e.to_string(),
-        errno: None,
-    })
+/// Refusals of System V IPC and POSIX message queues. Their objects live in the IPC namespace
+/// the helper shares with every other process of the machine, under global keys or names and
+/// guessable ids, and no Landlock right covers them: a command could list, read, rewrite and
+/// remove another program's segments, queues and semaphores, or leave its own for outside
+/// processes to find. Under the namespace layer the IPC namespace is the command's own, and
+/// these rules are left out ([`ProcessScope::ipc_namespace`]); without it they are refused. x86_64 and aarch64 have no `ipc(2)` multiplexer to cover (it
+/// exists on i386, whose system calls the filter kills). POSIX shared memory and semaphores are
+/// files in `/dev/shm`, which Landlock governs.
+fn ipc_rules() -> Vec<SyscallRule> {
+    use libc::*;
+    vec![
+        rule("shmget", SYS_shmget, &[], EPERM,
+            "System V shared memory is shared with every process: finds or creates segments by global key"),
+        rule("shmat", SYS_shmat, &[], EPERM,
+            "System V shared memory is shared with every process: maps any segment whose id is guessed"),
+        rule("shmctl", SYS_shmctl, &[], EPERM,
+            "System V shared memory is shared with every process: lists, inspects and removes segments"),
+        rule("shmdt", SYS_shmdt, &[], EPERM,
+            "System V shared memory: nothing can be attached (shmat is refused), so detaching is refused with it"),
+        rule("msgget", SYS_msgget, &[], EPERM,
+            "System V message queues are shared with every process: finds or creates queues by global key"),
+        rule("msgsnd", SYS_msgsnd, &[], EPERM,
+            "System V message queues are shared with every process: writes into any queue whose id is guessed"),
+        rule("msgrcv", SYS_msgrcv, &[], EPERM,
+            "System V message queues are shared with every process: takes messages out of any queue"),
+        rule("msgctl", SYS_msgctl, &[], EPERM,
+            "System V message queues are shared with every process: lists, inspects and removes queues"),
+        rule("semget", SYS_semget, &[], EPERM,
+            "System V semaphores are shared with every process: finds or creates sets by global key"),
+        rule("semop", SYS_semop, &[], EPERM,
+            "System V semaphores are shared with every process: changes any set whose id is guessed"),
+        rule("semtimedop", SYS_semtimedop, &[], EPERM,
+            "System V semaphores are shared with every process: changes any set whose id is guessed"),
+        rule("semctl", SYS_semctl, &[], EPERM,
+            "System V semaphores are shared with every process: lists, rewrites and removes sets"),
+        rule("mq_open", SYS_mq_open, &[], EPERM,
+            "POSIX message queues have machine-wide names that Landlock does not govern: opens or creates them"),
+        rule("mq_unlink", SYS_mq_unlink, &[], EPERM,
+            "POSIX message queues have machine-wide names that Landlock does not govern: removes them"),
+        rule("mq_timedsend", SYS_mq_timedsend, &[], EPERM,
+            "POSIX message queues: works on a queue descriptor, which only mq_open gives; refused with it"),
+        rule("mq_timedreceive", SYS_mq_timedreceive, &[], EPERM,
+            "POSIX message queues: works on a queue descriptor, which only mq_open gives; refused with it"),
+        rule("mq_notify", SYS_mq_notify, &[], EPERM,
+            "POSIX message queues: works on a queue descriptor, which only mq_open gives; refused with it"),
+        rule("mq_getsetattr", SYS_mq_getsetattr, &[], EPERM,
+            "POSIX message queues: works on a queue descriptor, which only mq_open gives; refused with it"),
+    ]
 }
 
-/// Compiles `rules` into one BPF program: a short prefix written here (x32 system calls on
-/// x86_64, and the unconditional rules whose errno is not EPERM, such as clone3's ENOSYS),
-/// then the EPERM rules as compiled by seccompiler. One program rather than one per errno:
-/// the kernel JIT-compiles every filter and precomputes its per-syscall cache when it is
-/// installed, which was the most expensive step of the helper with three filters.
+/// `fchmodat2` (Linux 6.6), the same number on every architecture; libc does not name it on
+/// all of them.
+const SYS_FCHMODAT2: i64 = 452;
+/// The bits that make an executable run with its owner's or group's privileges.
+const SET_ID_BITS: u64 = (libc::S_ISUID | libc::S_ISGID) as u64;
+/// The flags with which `open` applies its mode: `O_CREAT`, and `O_TMPFILE` without the
+/// `O_DIRECTORY` bit it includes (that bit alone means no file is made).
+const CREATING_FLAGS: u64 = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u64;
+
+/// Refusals of every call that sets a mode with the setuid or setgid bit. Landlock does not
+/// mediate chmod, so without these a command (as root without capabilities, or as any user on
+/// its own files) could leave a setuid copy of a shell that gives whoever runs it later, outside
+/// the sandbox, the owner's privileges. The sticky bit and ordinary modes stay allowed.
+///
+/// `mkdir`/`mkdirat` need no rule: the kernel keeps only the permission and sticky bits of
+/// their mode (a directory is setgid only by inheriting it from a setgid parent, which someone
+/// outside made so). File capabilities (`security.capability`) need CAP_SETFCAP, which the
+/// command does not have. `openat2` passes its mode in memory the filter cannot read, so it gets
+/// ENOSYS and libc and programs fall back to `openat`.
+fn mode_rules() -> Vec<SyscallRule> {
+    use libc::*;
+    // (name, number, index of the mode argument)
+    let mode_setters: &[(&'static str, i64, u8, &'static str)] = &[
+        #[cfg(target_arch = "x86_64")]
+        ("chmod", SYS_chmod, 1, "a setuid or setgid file runs with its owner's privileges for whoever executes it outside the sandbox"),
+        ("fchmod", SYS_fchmod, 1, "a setuid or setgid file runs with its owner's privileges for whoever executes it outside the sandbox"),
+        ("fchmodat", SYS_fchmodat, 2, "a setuid or setgid file runs with its owner's privileges for whoever executes it outside the sandbox"),
+        ("fchmodat2", SYS_FCHMODAT2, 2, "a setuid or setgid file runs with its owner's privileges for whoever executes it outside the sandbox"),
+        #[cfg(target_arch = "x86_64")]
+        ("creat", SYS_creat, 1, "creating a file with the setuid or setgid bit makes a privilege-raising executable"),
+        #[cfg(target_arch = "x86_64")]
+        ("mknod", SYS_mknod, 1, "mknod(S_IFREG) with the setuid or setgid bit makes a privilege-raising executable"),
+        ("mknodat", SYS_mknodat, 2, "mknodat(S_IFREG) with the setuid or setgid bit makes a privilege-raising executable"),
+    ];
+    // (name, number, index of the flags argument, index of the mode argument)
+    let openers: &[(&'static str, i64, u8, u8)] = &[
+        #[cfg(target_arch = "x86_64")]
+        ("open", SYS_open, 1, 2),
+        ("openat", SYS_openat, 2, 3),
+    ];
+    let mut r = Vec::new();
+    for &(name, nr, mode, reason) in mode_setters {
+        r.push(rule(
+            name,
+            nr,
+            &[Arg::AnyBits32(mode, SET_ID_BITS)],
+            EPERM,
+            reason,
+        ));
+    }
+    for &(name, nr, flags, mode) in openers {
+        r.push(rule(
+            name,
+            nr,
+            &[Arg::AnyBits32(flags, CREATING_FLAGS), Arg::AnyBits32(mode, SET_ID_BITS)],
+            EPERM,
+            "creating a file (O_CREAT or O_TMPFILE) with the setuid or setgid bit makes a privilege-raising executable",
+        ));
+    }
+    r.push(rule("openat2", SYS_openat2, &[], ENOSYS,
+        "openat2 passes its mode in memory that seccomp cannot read; ENOSYS makes libc and programs fall back to openat"));
+    r
+}
+
+/// Compiles `rules` into one BPF program; see [`crate::bpf`] for its layout.
 pub fn compile(rules: &[SyscallRule]) -> Result<BpfProgram, SetupError> {
-    let arch = target_arch()?;
-    let compile_error = |e: &dyn std::fmt::Display| SetupError::Seccomp {
-        what: "compile",
-        message: e.to_string(),
-        errno: None,
-    };
-    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    let mut unconditional = BTreeSet::new();
-    let mut other_errno: Vec<(i64, i32)> = Vec::new();
-    for r in rules {
-        if r.errno != libc::EPERM {
-            if !r.when.is_empty() {
-                return Err(compile_error(&format!(
-                    "{}: argument conditions are supported for EPERM rules only",
-                    r.syscall
-                )));
-            }
-            if !other_errno.iter().any(|&(nr, _)| nr == r.nr) {
-                other_errno.push((r.nr, r.errno));
-            }
-            continue;
-        }
-        if unconditional.contains(&r.nr) {
-            continue;
-        }
-        let conditions = r
-            .when
-            .iter()
-            .map(|&a| condition(a))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| compile_error(&e))?;
-        let chain = eperm.entry(r.nr).or_default();
-        if conditions.is_empty() {
-            // seccompiler expresses "always" as an empty rule chain.
-            chain.clear();
-            unconditional.insert(r.nr);
-            continue;
-        }
-        chain.push(SeccompRule::new(conditions).map_err(|e| compile_error(&e))?);
-    }
-    let filter = SeccompFilter::new(
-        eperm,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| compile_error(&e))?;
-    let main = BpfProgram::try_from(filter).map_err(|e| compile_error(&e))?;
-    let filtered: Vec<i64> = rules
-        .iter()
-        .filter(|r| r.errno == libc::EPERM)
-        .map(|r| r.nr)
-        .collect();
-    let mut program = prefix(arch, &other_errno, &filtered)?;
-    program.extend(main);
-    Ok(program)
-}
-
-/// The hand-written start of the program, for the native architecture (everything else falls
-/// through to the seccompiler program, whose arch check kills non-native callers):
-/// - x32 system calls get EPERM (on x86_64 they share the native audit arch, and their
-///   numbers match none of seccompiler's rules);
-/// - the `special` `(nr, errno)` rules are answered;
-/// - a binary search over the numbers the seccompiler program has rules for sends those to it
-///   and allows everything else at once. The kernel evaluates a new filter for every system
-///   call number when it is installed (to cache constant answers), so a short path for the
-///   hundreds of unfiltered calls makes installation several times cheaper than walking
-///   seccompiler's linear chain.
-fn prefix(
-    arch: TargetArch,
-    special: &[(i64, i32)],
-    filtered: &[i64],
-) -> Result<BpfProgram, SetupError> {
-    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-    const ARCH_OFFSET: u32 = 4;
-    const NR_OFFSET: u32 = 0;
-    let audit_arch: u32 = match arch {
-        TargetArch::x86_64 => 0xc000_003e,
-        TargetArch::aarch64 => 0xc000_00b7,
-        TargetArch::riscv64 => 0xc000_00f3,
-    };
-    let nr32 = |nr: i64| {
-        u32::try_from(nr)
-            .map_err(|_| seccomp_compile_error(format!("system call number {nr} out of range")))
-    };
-    let mut asm = Asm::default();
-    asm.load(ARCH_OFFSET);
-    asm.jump_unless_eq(audit_arch, Label::Main);
-    asm.load(NR_OFFSET);
-    if arch == TargetArch::x86_64 {
-        asm.jump_if_ge(X32_SYSCALL_BIT, Label::Errno(libc::EPERM));
-    }
-    for &(nr, errno) in special {
-        asm.jump_if_eq(nr32(nr)?, Label::Errno(errno));
-    }
-    let mut sorted: Vec<u32> = filtered
-        .iter()
-        .map(|&nr| nr32(nr))
-        .collect::<Result<_, _>>()?;
-    sorted.sort_unstable();
-    sorted.dedup();
-    asm.search(&sorted);
-    asm.finish()
-}
-
-fn seccomp_compile_error(message: String) -> SetupError {
-    SetupError::Seccomp {
-        what: "compile",
-        message,
-        errno: None,
-    }
-}
-
-/// Where a jump in the prefix goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Label {
-    /// The seccompiler program right after the prefix.
-    Main,
-    /// A `return ERRNO(errno)` placed after the code.
-    Errno(i32),
-    /// `return ALLOW`, placed after the code.
-    Allow,
-    /// An instruction index inside the prefix.
-    At(usize),
-}
-
-/// A tiny assembler for forward-only classic BPF: jumps name labels, resolved in `finish`.
-#[derive(Default)]
-struct Asm {
-    code: Vec<(sock_filter, Option<Label>, Option<Label>)>,
-}
-
-impl Asm {
-    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-    const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
-    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
-
-    fn insn(code: u16, k: u32) -> sock_filter {
-        sock_filter {
-            code,
-            jt: 0,
-            jf: 0,
-            k,
-        }
-    }
-    fn load(&mut self, offset: u32) {
-        self.code
-            .push((Asm::insn(Asm::LD_W_ABS, offset), None, None));
-    }
-    fn jump_if_eq(&mut self, k: u32, to: Label) {
-        self.code.push((Asm::insn(Asm::JEQ_K, k), Some(to), None));
-    }
-    fn jump_unless_eq(&mut self, k: u32, to: Label) {
-        self.code.push((Asm::insn(Asm::JEQ_K, k), None, Some(to)));
-    }
-    fn jump_if_ge(&mut self, k: u32, to: Label) {
-        self.code.push((Asm::insn(Asm::JGE_K, k), Some(to), None));
-    }
-    fn jump(&mut self, to: Label) {
-        self.code.push((Asm::insn(Asm::JA, 0), Some(to), None));
-    }
-
-    /// Sends the numbers in `sorted` to `Main` and everything else to `Allow`.
-    fn search(&mut self, sorted: &[u32]) {
-        if sorted.len() <= 4 {
-            for &nr in sorted {
-                self.jump_if_eq(nr, Label::Main);
-            }
-            self.jump(Label::Allow);
-            return;
-        }
-        let mid = sorted.len() / 2;
-        let at = self.code.len();
-        self.code
-            .push((Asm::insn(Asm::JGE_K, sorted[mid]), None, None));
-        self.search(&sorted[..mid]);
-        let right = self.code.len();
-        self.code[at].1 = Some(Label::At(right));
-        self.search(&sorted[mid..]);
-    }
-
-    fn finish(self) -> Result<BpfProgram, SetupError> {
-        let mut errnos: Vec<i32> = Vec::new();
-        for (_, jt, jf) in &self.code {
-            for label in [jt, jf].into_iter().flatten() {
-                if let Label::Errno(e) = label {
-                    if !errnos.contains(e) {
-                        errnos.push(*e);
-                    }
-                }
-            }
-        }
-        let allow_at = self.code.len();
-        let errno_at = |e: i32| allow_at + 1 + errnos.iter().position(|&x| x == e).unwrap_or(0);
-        let main_at = allow_at + 1 + errnos.len();
-        let resolve = |from: usize, label: Label| -> Result<u32, SetupError> {
-            let to = match label {
-                Label::Main => main_at,
-                Label::Allow => allow_at,
-                Label::Errno(e) => errno_at(e),
-                Label::At(i) => i,
-            };
-            to.checked_sub(from + 1)
-                .map(|d| d as u32)
-                .ok_or_else(|| seccomp_compile_error("backward jump in the prefix".into()))
-        };
-        let short = |d: u32| {
-            u8::try_from(d).map_err(|_| seccomp_compile_error("prefix jump too long".into()))
-        };
-        let mut out = Vec::with_capacity(main_at);
-        for (i, (mut insn, jt, jf)) in self.code.into_iter().enumerate() {
-            if insn.code == Asm::JA {
-                insn.k = resolve(i, jt.unwrap_or(Label::Allow))?;
-            } else {
-                if let Some(label) = jt {
-                    insn.jt = short(resolve(i, label)?)?;
-                }
-                if let Some(label) = jf {
-                    insn.jf = short(resolve(i, label)?)?;
-                }
-            }
-            out.push(insn);
-        }
-        out.push(Asm::insn(Asm::RET_K, libc::SECCOMP_RET_ALLOW));
-        for e in errnos {
-            out.push(Asm::insn(Asm::RET_K, libc::SECCOMP_RET_ERRNO | e as u32));
-        }
-        Ok(out)
-    }
+    crate::bpf::compile(rules)
 }
 
 /// Installs the program. Needs `no_new_privs` (or CAP_SYS_ADMIN).
@@ -453,6 +555,10 @@ pub fn install(program: &BpfProgram) -> Result<(), SetupError> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use seccompiler::sock_filter;
+
     use super::*;
     use crate::policy::*;
 
@@ -472,7 +578,7 @@ mod tests {
     }
 
     /// A classic-BPF interpreter for the instructions seccomp filters use.
-    fn run(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+    pub(super) fn run(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_ne_bytes());
         data[4..8].copy_from_slice(&arch.to_ne_bytes());
@@ -508,7 +614,7 @@ mod tests {
     }
 
     /// What the rule table says, evaluated directly (independent of seccompiler and the prefix).
-    fn oracle(rules: &[SyscallRule], nr: u32, args: [u64; 6]) -> u32 {
+    pub(super) fn oracle(rules: &[SyscallRule], nr: u32, args: [u64; 6]) -> u32 {
         if cfg!(target_arch = "x86_64") && nr >= 0x4000_0000 {
             return libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
         }
@@ -518,6 +624,7 @@ mod tests {
             Arg::Masked32(i, m, v) => args[i as usize] & 0xffff_ffff & m == v,
             Arg::Masked64(i, m, v) => args[i as usize] & m == v,
             Arg::NonZero64(i) => args[i as usize] != 0,
+            Arg::AnyBits32(i, m) => args[i as usize] & 0xffff_ffff & m != 0,
         };
         match rules
             .iter()
@@ -560,7 +667,7 @@ mod tests {
                 for nr in numbers {
                     for &a0 in &interesting {
                         for &a1 in &interesting {
-                            for a4 in [0, 0x7fff_0000] {
+                            for a4 in [0, 0x7fff_0000, 1 << 32] {
                                 let args = [a0, a1, 0, 0, a4, 0];
                                 assert_eq!(
                                     run(&program, native, nr, args),
@@ -581,6 +688,135 @@ mod tests {
         }
     }
 
+    /// The process, IPC and mode rules compare pids, `which` selectors, flags and modes in
+    /// arguments 0 to 3. Every pair of those positions takes every interesting value (the
+    /// others held at 0 or all ones), for every scope the helper can be in.
+    #[test]
+    fn process_ipc_and_mode_conditions_compile_as_the_table_says() {
+        let native = match std::env::consts::ARCH {
+            "x86_64" => 0xc000_003e,
+            "aarch64" => 0xc000_00b7,
+            _ => return,
+        };
+        let own: u32 = 4242;
+        let values: Vec<u64> = vec![
+            0,
+            1,
+            2,
+            3,
+            SCHED_CORE_OPTION,
+            u64::from(own),
+            u64::from(own) | (1 << 32),
+            777,
+            u64::MAX,
+            0o4755,
+            0o2755,
+            0o6000,
+            0o1777,
+            0o755,
+            (libc::S_IFREG | 0o4755) as u64,
+            (libc::O_CREAT | libc::O_WRONLY) as u64,
+            libc::O_TMPFILE as u64 | libc::O_RDWR as u64,
+            libc::O_DIRECTORY as u64,
+        ];
+        let scopes = [
+            ProcessScope::UNKNOWN,
+            ProcessScope {
+                own_pid: Some(own),
+                leads_session: true,
+                ipc_namespace: false,
+            },
+            ProcessScope {
+                own_pid: Some(own),
+                leads_session: false,
+                ipc_namespace: false,
+            },
+        ];
+        for scope in scopes {
+            let rules = rules_for(&policy(NetworkMode::Denied, UnixSockets::Deny), &scope);
+            let program = compile(&rules).unwrap();
+            let ruled: BTreeSet<u32> = rules.iter().map(|r| r.nr as u32).collect();
+            for nr in 0..600u32 {
+                // Calls without rules are checked on one pair; they only pass the search.
+                let pairs: &[(usize, usize)] = if ruled.contains(&nr) {
+                    &[(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+                } else {
+                    &[(0, 2)]
+                };
+                for &(i, j) in pairs {
+                    for background in [0, u64::MAX] {
+                        for &vi in &values {
+                            for &vj in &values {
+                                let mut args = [background; 6];
+                                args[i] = vi;
+                                args[j] = vj;
+                                assert_eq!(
+                                    run(&program, native, nr, args),
+                                    oracle(&rules, nr, args),
+                                    "nr {nr} args {args:x?} ({scope:?})"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn other_processes_are_refused_and_the_own_ones_allowed() {
+        let own = 4242;
+        let scope = ProcessScope {
+            own_pid: Some(own),
+            leads_session: true,
+            ipc_namespace: false,
+        };
+        let rules = rules_for(&policy(NetworkMode::Denied, UnixSockets::Deny), &scope);
+        let nr = |name: &str| rules.iter().find(|r| r.syscall == name).unwrap().nr as u32;
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let new_limit = 0x7fff_1000;
+        let own = u64::from(own);
+        let cases: [(&str, [u64; 6], u32); 14] = [
+            ("prlimit64", [0, 0, new_limit, 0, 0, 0], allow),
+            ("prlimit64", [own, 0, new_limit, 0, 0, 0], allow),
+            ("prlimit64", [777, 0, new_limit, 0, 0, 0], eperm),
+            ("prlimit64", [777, 0, 0, new_limit, 0, 0], allow),
+            ("setpriority", [PRIO_PROCESS_WHICH, 0, 5, 0, 0, 0], allow),
+            ("setpriority", [PRIO_PROCESS_WHICH, 777, 5, 0, 0, 0], eperm),
+            ("setpriority", [PRIO_PGRP_WHICH, own, 5, 0, 0, 0], allow),
+            ("setpriority", [PRIO_USER_WHICH, 0, 5, 0, 0, 0], eperm),
+            ("ioprio_set", [IOPRIO_USER_WHICH, 0, 0, 0, 0, 0], eperm),
+            ("sched_setaffinity", [own, 8, 0, 0, 0, 0], allow),
+            ("sched_setaffinity", [own + 1, 8, 0, 0, 0, 0], eperm),
+            ("fchmod", [3, 0o4755, 0, 0, 0, 0], eperm),
+            ("fchmod", [3, 0o1755, 0, 0, 0, 0], allow),
+            ("openat", [0, 0, libc::O_CREAT as u64, 0o2755, 0, 0], eperm),
+        ];
+        let program = compile(&rules).unwrap();
+        let native = match std::env::consts::ARCH {
+            "x86_64" => 0xc000_003e,
+            "aarch64" => 0xc000_00b7,
+            _ => return,
+        };
+        for (name, args, expected) in cases {
+            assert_eq!(oracle(&rules, nr(name), args), expected, "{name} {args:?}");
+            assert_eq!(
+                run(&program, native, nr(name), args),
+                expected,
+                "{name} {args:?}"
+            );
+        }
+        // Without the session, no process group is the command's own.
+        let alone = ProcessScope {
+            leads_session: false,
+            ..scope
+        };
+        let rules = rules_for(&policy(NetworkMode::Denied, UnixSockets::Deny), &alone);
+        let args = [PRIO_PGRP_WHICH, 0, 5, 0, 0, 0];
+        assert_eq!(oracle(&rules, nr("setpriority"), args), eperm);
+    }
+
     #[test]
     fn every_rule_has_a_reason_and_compiles() {
         for mode in [NetworkMode::Denied, NetworkMode::Enabled] {
@@ -597,10 +833,11 @@ mod tests {
     fn network_enabled_keeps_connect() {
         let rules = rules(&policy(NetworkMode::Enabled, UnixSockets::Deny));
         assert!(!rules.iter().any(|r| r.syscall == "connect"));
+        // The family allow-list stays; connect, bind and listen must serve TCP.
         let rules = rules_for_allow();
         assert!(!rules
             .iter()
-            .any(|r| r.syscall == "connect" || r.syscall == "socket"));
+            .any(|r| ["connect", "bind", "listen"].contains(&r.syscall)));
     }
 
     fn rules_for_allow() -> Vec<SyscallRule> {
@@ -612,5 +849,291 @@ mod tests {
         let rules = rules(&policy(NetworkMode::Denied, UnixSockets::Deny));
         let clone3 = rules.iter().find(|r| r.syscall == "clone3").unwrap();
         assert_eq!(clone3.errno, libc::ENOSYS);
+    }
+}
+
+#[cfg(test)]
+mod socket_tests {
+    use super::tests::{oracle, run};
+    use super::*;
+    use crate::policy::*;
+
+    const EPERM_RET: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    const FLAGS: [u64; 3] = [
+        0,
+        (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64,
+        // seccomp compares the low half; the kernel reads an int, so the high half is noise.
+        1 << 32,
+    ];
+
+    fn policy(
+        mode: NetworkMode,
+        unix: UnixSockets,
+        tcp_connect: Option<Vec<u16>>,
+        tcp_bind: Option<Vec<u16>>,
+    ) -> SandboxPolicy {
+        SandboxPolicy {
+            version: POLICY_VERSION,
+            filesystem: FilesystemPolicy::default(),
+            network: NetworkPolicy {
+                mode,
+                unix_sockets: unix,
+                tcp_connect,
+                tcp_bind,
+            },
+            enforcement: EnforcementPolicy::STRICT,
+            markers: None,
+        }
+    }
+
+    /// Every network setting the socket rules distinguish.
+    fn every_policy() -> Vec<SandboxPolicy> {
+        let mut all = Vec::new();
+        for unix in [UnixSockets::Deny, UnixSockets::Allow] {
+            all.push(policy(NetworkMode::Denied, unix, None, None));
+            all.push(policy(NetworkMode::Enabled, unix, None, None));
+            all.push(policy(NetworkMode::Enabled, unix, Some(vec![443]), None));
+            all.push(policy(NetworkMode::Enabled, unix, None, Some(vec![8080])));
+        }
+        all
+    }
+
+    fn native() -> Option<u32> {
+        match std::env::consts::ARCH {
+            "x86_64" => Some(0xc000_003e),
+            "aarch64" => Some(0xc000_00b7),
+            _ => None,
+        }
+    }
+
+    /// What the compiled program answers for `nr(args)` under `policy`, checked against the
+    /// rule table first.
+    fn answer(policy: &SandboxPolicy, nr: i64, args: [u64; 6]) -> u32 {
+        let arch = native().expect("checked by the caller");
+        let rules = rules(policy);
+        let program = compile(&rules).unwrap();
+        let nr = u32::try_from(nr).unwrap();
+        let got = run(&program, arch, nr, args);
+        assert_eq!(got, oracle(&rules, nr, args), "nr {nr} args {args:x?}");
+        got
+    }
+
+    #[test]
+    fn compiled_program_agrees_with_the_rule_table_for_socket_arguments() {
+        let Some(arch) = native() else { return };
+        let families: [u64; 14] = [0, 1, 2, 10, 15, 16, 17, 30, 31, 38, 40, 44, 45, 2 | 1 << 32];
+        let types: Vec<u64> = (0..16u64)
+            .flat_map(|t| FLAGS.iter().map(move |f| t | f))
+            .collect();
+        let protocols: [u64; 8] = [0, 4, 6, 17, 132, 256, 262, 6 | 1 << 32];
+        let fastopen = libc::MSG_FASTOPEN as u64;
+        let flags: [u64; 4] = [0, libc::MSG_DONTWAIT as u64, fastopen, fastopen | 1 << 32];
+        let socket_calls = [
+            libc::SYS_socket,
+            libc::SYS_socketpair,
+            libc::SYS_connect,
+            libc::SYS_bind,
+            libc::SYS_listen,
+            libc::SYS_sendto,
+            libc::SYS_sendmsg,
+            libc::SYS_sendmmsg,
+        ];
+        for policy in every_policy() {
+            let rules = rules(&policy);
+            let program = compile(&rules).unwrap();
+            for nr in socket_calls {
+                let nr = u32::try_from(nr).unwrap();
+                for &a0 in &families {
+                    for &a1 in &types {
+                        for &a2 in protocols.iter().chain(&flags) {
+                            for &a3 in &flags {
+                                for a4 in [0, 0x7fff_0000, 1 << 32] {
+                                    let args = [a0, a1, a2, a3, a4, 0];
+                                    assert_eq!(
+                                        run(&program, arch, nr, args),
+                                        oracle(&rules, nr, args),
+                                        "nr {nr} args {args:x?} {:?}",
+                                        policy.network
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unix_types_are_allow_listed_to_stream_and_seqpacket() {
+        if native().is_none() {
+            return;
+        }
+        let unix = libc::AF_UNIX as u64;
+        for mode in [NetworkMode::Denied, NetworkMode::Enabled] {
+            let denied = policy(mode, UnixSockets::Deny, None, None);
+            let allowed = policy(mode, UnixSockets::Allow, None, None);
+            for kind in 0..16u64 {
+                let passes =
+                    kind == libc::SOCK_STREAM as u64 || kind == libc::SOCK_SEQPACKET as u64;
+                for flags in FLAGS {
+                    let args = [unix, kind | flags, 0, 0, 0, 0];
+                    let pair = answer(&denied, libc::SYS_socketpair, args);
+                    assert_eq!(
+                        pair == EPERM_RET,
+                        !passes,
+                        "socketpair type {kind} {mode:?}"
+                    );
+                    let single = answer(&denied, libc::SYS_socket, args);
+                    // With the network enabled no unix socket may be created at all.
+                    let single_passes = passes && mode == NetworkMode::Denied;
+                    assert_eq!(
+                        single == EPERM_RET,
+                        !single_passes,
+                        "socket type {kind} {mode:?}"
+                    );
+                    assert_eq!(
+                        answer(&allowed, libc::SYS_socketpair, args),
+                        libc::SECCOMP_RET_ALLOW
+                    );
+                    assert_eq!(
+                        answer(&allowed, libc::SYS_socket, args),
+                        libc::SECCOMP_RET_ALLOW
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn network_enabled_allows_only_the_families_networking_needs() {
+        if native().is_none() {
+            return;
+        }
+        let enabled = policy(NetworkMode::Enabled, UnixSockets::Allow, None, None);
+        for family in 0..64u64 {
+            let args = [family, libc::SOCK_DGRAM as u64, 0, 0, 0, 0];
+            let passes = [
+                libc::AF_UNIX,
+                libc::AF_INET,
+                libc::AF_INET6,
+                libc::AF_NETLINK,
+            ]
+            .contains(&(family as i32));
+            assert_eq!(
+                answer(&enabled, libc::SYS_socket, args) == EPERM_RET,
+                !passes,
+                "family {family}"
+            );
+            let pair_passes = family == libc::AF_UNIX as u64;
+            assert_eq!(
+                answer(&enabled, libc::SYS_socketpair, args) == EPERM_RET,
+                !pair_passes,
+                "pair family {family}"
+            );
+        }
+        for protocol in 0..32u64 {
+            let args = [
+                libc::AF_NETLINK as u64,
+                libc::SOCK_RAW as u64,
+                protocol,
+                0,
+                0,
+                0,
+            ];
+            let passes = protocol == libc::NETLINK_ROUTE as u64;
+            assert_eq!(
+                answer(&enabled, libc::SYS_socket, args) == EPERM_RET,
+                !passes,
+                "netlink {protocol}"
+            );
+        }
+    }
+
+    #[test]
+    fn port_lists_leave_only_tcp_streams_and_datagrams_on_inet() {
+        if native().is_none() {
+            return;
+        }
+        let fastopen = libc::MSG_FASTOPEN as u64;
+        for (connect, bind) in [(Some(vec![443]), None), (None, Some(vec![8080]))] {
+            let ports = policy(
+                NetworkMode::Enabled,
+                UnixSockets::Deny,
+                connect.clone(),
+                bind,
+            );
+            let open = policy(NetworkMode::Enabled, UnixSockets::Deny, None, None);
+            for family in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
+                for kind in 0..16u64 {
+                    for protocol in [0u64, 6, 17, 132, 256, 262] {
+                        let args = [family, kind | FLAGS[1], protocol, 0, 0, 0];
+                        let passes = kind == libc::SOCK_DGRAM as u64
+                            || (kind == libc::SOCK_STREAM as u64
+                                && (protocol == 0 || protocol == 6));
+                        assert_eq!(
+                            answer(&ports, libc::SYS_socket, args) == EPERM_RET,
+                            !passes,
+                            "family {family} type {kind} protocol {protocol}"
+                        );
+                        assert_eq!(
+                            answer(&open, libc::SYS_socket, args),
+                            libc::SECCOMP_RET_ALLOW
+                        );
+                    }
+                }
+            }
+            // Fast Open connects from sendto/sendmsg/sendmmsg; it only matters to the connect list.
+            let refused = if connect.is_some() {
+                EPERM_RET
+            } else {
+                libc::SECCOMP_RET_ALLOW
+            };
+            assert_eq!(
+                answer(&ports, libc::SYS_sendto, [3, 0, 1, fastopen, 0, 0]),
+                refused
+            );
+            assert_eq!(
+                answer(&ports, libc::SYS_sendmsg, [3, 0, fastopen, 0, 0, 0]),
+                refused
+            );
+            assert_eq!(
+                answer(&ports, libc::SYS_sendmmsg, [3, 0, 1, fastopen, 0, 0]),
+                refused
+            );
+            assert_eq!(
+                answer(&ports, libc::SYS_sendto, [3, 0, 1, 0, 0x7fff_0000, 0]),
+                libc::SECCOMP_RET_ALLOW
+            );
+            assert_eq!(
+                answer(&ports, libc::SYS_sendmsg, [3, 0, 0, 0, 0, 0]),
+                libc::SECCOMP_RET_ALLOW
+            );
+        }
+    }
+
+    #[test]
+    fn unix_names_cannot_be_offered_with_the_network_denied() {
+        if native().is_none() {
+            return;
+        }
+        let denied = policy(NetworkMode::Denied, UnixSockets::Deny, None, None);
+        let allowed = policy(NetworkMode::Denied, UnixSockets::Allow, None, None);
+        for nr in [libc::SYS_bind, libc::SYS_listen, libc::SYS_connect] {
+            assert_eq!(
+                answer(&denied, nr, [3, 0x7fff_0000, 110, 0, 0, 0]),
+                EPERM_RET
+            );
+            assert_eq!(
+                answer(&allowed, nr, [3, 0x7fff_0000, 110, 0, 0, 0]),
+                libc::SECCOMP_RET_ALLOW
+            );
+        }
+        // With the network enabled bind/listen serve TCP; unix sockets are refused at creation.
+        let enabled = policy(NetworkMode::Enabled, UnixSockets::Deny, None, None);
+        assert_eq!(
+            answer(&enabled, libc::SYS_bind, [3, 0x7fff_0000, 16, 0, 0, 0]),
+            libc::SECCOMP_RET_ALLOW
+        );
     }
 }

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use cordon_sandbox::landlock_rules::DEVICE_FILES;
+use cordon_sandbox::landlock_rules::{excluded_from_roots, DEVICE_FILES};
 use cordon_sandbox::policy::SandboxPolicy;
 use cordon_sandbox::status::StatusRecord;
 
@@ -73,14 +73,17 @@ impl<'a> Access<'a> {
         if let Some(denied) = self.read_carve_out(path) {
             return Some(denied);
         }
-        if fs.write.iter().any(|w| path.starts_with(w)) {
-            return None;
-        }
         let dir = if path.is_dir() {
             path
         } else {
             path.parent().unwrap_or(path)
         };
+        if fs.write.iter().any(|w| path.starts_with(w)) {
+            if excluded_from_roots(self.policy, path) {
+                return Some(device_verdict(&format!("--writable {}", dir.display())));
+            }
+            return None;
+        }
         Some(Verdict {
             rule: "not under any writable root".into(),
             allow_with: format!("--writable {}", dir.display()),
@@ -98,6 +101,9 @@ impl<'a> Access<'a> {
         let fs = &self.policy.filesystem;
         // Writable roots carry every right, reading and executing included.
         if fs.read.iter().chain(&fs.write).any(|r| path.starts_with(r)) {
+            if excluded_from_roots(self.policy, path) {
+                return Some(device_verdict(&format!("--readable {}", path.display())));
+            }
             return None;
         }
         Some(Verdict {
@@ -188,6 +194,16 @@ pub(crate) fn mode_refuses_read(path: &Path) -> Option<bool> {
         mode
     };
     Some(bits & 0o4 == 0)
+}
+
+/// A device node (or other path under `/dev`) that a root above `/dev` does not grant.
+fn device_verdict(allow_with: &str) -> Verdict {
+    Verdict {
+        rule: "under /dev, which the roots above it leave out: only the device allow-list and \
+               the terminal the command was given are granted"
+            .into(),
+        allow_with: allow_with.to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use regex::Regex;
 
 use super::access::{mode_refuses_read, Access, Verdict};
 use super::text::{quoted, says_eacces, Context};
-use super::{Denial, Operation};
+use super::{Denial, EvidenceKind, Operation};
 
 /// What a message says the tool was doing with the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -337,6 +337,7 @@ fn denial(operation: Operation, target: &Path, v: Verdict) -> Denial {
         target: Some(target.display().to_string()),
         rule: v.rule,
         allow_with: v.allow_with,
+        evidence: EvidenceKind::Text,
     }
 }
 
@@ -412,9 +413,10 @@ pub(crate) fn exec_record_denials(records: &[StatusRecord], access: &Access) -> 
         .filter_map(|r| match r {
             StatusRecord::ExecError { program, errno, .. } if *errno == libc::EACCES => {
                 let path = locate_program(program, access)?;
-                access
-                    .read_verdict(&path)
-                    .map(|v| denial(Operation::FileExecute, &path, v))
+                access.read_verdict(&path).map(|v| Denial {
+                    evidence: EvidenceKind::HelperRecord,
+                    ..denial(Operation::FileExecute, &path, v)
+                })
             }
             _ => None,
         })

@@ -113,6 +113,25 @@ pub struct Denial {
     pub rule: String,
     /// The smallest CLI flag or profile change that would allow it.
     pub allow_with: String,
+    /// What the denial is known from. An approver should weigh a denial known only from the
+    /// command's own output accordingly: the command could have printed it to ask for more.
+    #[serde(default)]
+    pub evidence: EvidenceKind,
+}
+
+/// Where a denial was learnt, weakest first.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceKind {
+    /// A message in the command's own output ("Permission denied" naming a path the policy
+    /// forbids). The command wrote it, so it proves nothing by itself.
+    #[default]
+    Text,
+    /// The helper's `exec_error` status record: the kernel refused the helper's own `execve`
+    /// of the program, before any of the command's code ran.
+    HelperRecord,
 }
 
 /// Everything known about one finished command.

@@ -15,7 +15,7 @@ use cordon_sandbox::syscall_rules::rules;
 use regex::Regex;
 
 use super::text::{says_eperm, url_endpoints, Command, Context};
-use super::{Denial, Operation};
+use super::{Denial, EvidenceKind, Operation};
 
 fn re(pattern: &str) -> Regex {
     Regex::new(pattern).expect("static regex")
@@ -298,6 +298,7 @@ pub(crate) fn denials(policy: &SandboxPolicy, cwd: &Path, ctx: &Context) -> Vec<
             target,
             rule: "unix sockets denied".into(),
             allow_with: "--allow-unix-sockets".into(),
+            evidence: EvidenceKind::Text,
         }];
     }
     if policy.network.mode.is_denied() {
@@ -306,6 +307,7 @@ pub(crate) fn denials(policy: &SandboxPolicy, cwd: &Path, ctx: &Context) -> Vec<
             target: network_target(ctx),
             rule: "network mode denied".into(),
             allow_with: "--network enabled".into(),
+            evidence: EvidenceKind::Text,
         }];
     }
     // The network is on, so a socket call refused with EPERM can only be seccomp's refusal of
@@ -316,6 +318,7 @@ pub(crate) fn denials(policy: &SandboxPolicy, cwd: &Path, ctx: &Context) -> Vec<
             target: None,
             rule: "unix sockets denied".into(),
             allow_with: "--allow-unix-sockets".into(),
+            evidence: EvidenceKind::Text,
         }];
     }
     Vec::new()
@@ -330,6 +333,10 @@ pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Deni
         "socketpair",
         "connect",
         "sendto",
+        "sendmsg",
+        "sendmmsg",
+        "bind",
+        "listen",
         "ioctl",
         "clone",
     ];
@@ -346,7 +353,11 @@ pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Deni
         .any(|c| c.program() == "unshare" && USER_NS_FLAGS.iter().any(|f| c.has_arg(f)));
     let mut out = Vec::new();
     for rule in rules(policy) {
-        if rule.errno != libc::EPERM || NOT_HERE.contains(&rule.syscall) {
+        // A rule that refuses only some arguments (another process's pid, a setuid mode) is
+        // not shown by a message naming the call: the kernel refuses the same call with EPERM
+        // for reasons of its own. unshare's flag is checked on the command line below.
+        let conditional = !rule.when.is_empty() && rule.syscall != "unshare";
+        if rule.errno != libc::EPERM || conditional || NOT_HERE.contains(&rule.syscall) {
             continue;
         }
         if rule.syscall == "unshare" && !user_namespace {
@@ -362,6 +373,7 @@ pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Deni
                 target: Some(rule.syscall.to_owned()),
                 rule: format!("seccomp: {} refused", rule.syscall),
                 allow_with: format!("none: no profile allows it ({})", rule.reason),
+                evidence: EvidenceKind::Text,
             });
         }
     }

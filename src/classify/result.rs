@@ -1,7 +1,7 @@
 //! Classifying a finished run from the runtime: the bridge between [`crate::exec`] and
 //! [`find_denials`].
 
-use super::{find_denials, Denial, Evidence};
+use super::{find_denials, Denial, Evidence, EvidenceKind};
 use crate::exec::ExecResult;
 
 /// Turns the runtime's unclassified result into one whose outcome is `denied` when, and only
@@ -24,7 +24,8 @@ pub fn classify_result(result: ExecResult) -> ExecResult<Denial> {
 
 impl std::fmt::Display for Denial {
     /// One line for people: `denied write to /etc/hosts (not under any writable root; allow
-    /// with --writable /etc)`.
+    /// with --writable /etc) (from the command's output)`; the last part says what the denial
+    /// is known from, so that a person approving it knows a command could have made it up.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use super::Operation::*;
         let what = match self.operation {
@@ -36,9 +37,13 @@ impl std::fmt::Display for Denial {
             Syscall => "system call",
         };
         let target = self.target.as_deref().unwrap_or("(unknown target)");
+        let known_from = match self.evidence {
+            EvidenceKind::Text => "from the command's output",
+            EvidenceKind::HelperRecord => "from the helper's exec record",
+        };
         write!(
             f,
-            "denied {what} {target} ({}; allow with {})",
+            "denied {what} {target} ({}; allow with {}) ({known_from})",
             self.rule, self.allow_with
         )
     }

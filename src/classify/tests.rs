@@ -82,6 +82,7 @@ fn write_outside_writable_roots_is_a_denial_with_the_parent_as_fix() {
             target: Some("/etc/cordon-unit".into()),
             rule: "not under any writable root".into(),
             allow_with: "--writable /etc".into(),
+            evidence: EvidenceKind::Text,
         }]
     );
 }
@@ -272,6 +273,26 @@ fn hardening_syscalls_name_no_fix() {
 }
 
 #[test]
+fn calls_refused_only_for_some_arguments_are_not_claimed_from_text() {
+    let (_d, cwd) = workspace();
+    // The kernel gives the same EPERM for a file another user owns, or a process of another
+    // uid: the message cannot show which it was.
+    let chmod = "chmod: changing permissions of 'x': Operation not permitted\n";
+    assert!(Case::new(&cwd, &["chmod", "u+s", "x"], 1, chmod)
+        .run()
+        .is_empty());
+    let renice = "renice: failed to set priority for 1 (process ID): Operation not permitted\n";
+    assert!(Case::new(&cwd, &["renice", "5", "1"], 1, renice)
+        .run()
+        .is_empty());
+    // Refused whatever the arguments: named, with its reason.
+    let shm = "shmget: Operation not permitted\n";
+    let found = Case::new(&cwd, &["./ipc-test"], 1, shm).run();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].rule, "seccomp: shmget refused");
+}
+
+#[test]
 fn duplicates_collapse() {
     let (_d, cwd) = workspace();
     let twice = format!("{TOUCH_ETC}{TOUCH_ETC}");
@@ -312,9 +333,11 @@ fn denials_serialise_in_snake_case() {
         target: None,
         rule: "unix sockets denied".into(),
         allow_with: "--allow-unix-sockets".into(),
+        evidence: EvidenceKind::Text,
     };
     let json = serde_json::to_string(&d).unwrap();
     assert!(json.contains("\"unix_socket\""), "{json}");
+    assert!(json.contains("\"evidence\":\"text\""), "{json}");
     assert_eq!(serde_json::from_str::<Denial>(&json).unwrap(), d);
 }
 

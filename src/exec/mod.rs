@@ -44,11 +44,17 @@
 //!   that needs the pid space to wrap within the grace period.
 //!
 //! Dropping the future returned by [`Sandbox::exec`] also kills the group.
+//!
+//! Before each spawn the calling process makes itself not dumpable and lowers its own
+//! `RLIMIT_CORE` soft limit to 0, for the rest of its life: it holds what the command must not
+//! see (the withheld environment), and a core dump or a `/proc/PID/mem` read would show it. The
+//! command still starts with the caller's soft limit.
 
 pub mod capture;
 pub mod env;
 pub mod outcome;
 mod supervise;
+pub(crate) mod supervisor_guard;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::capture::{CappedBuffer, Captured};
 use super::env::PreparedEnv;
 use super::outcome::{ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind};
+use super::supervisor_guard::guard_supervisor;
 use super::{Config, ExecEvent, ExecRequest, StdinSource};
 
 /// Size of one read from a pipe; the pipe buffer is 64 KiB by default.
@@ -298,6 +299,18 @@ fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> i
             let floor = crate::helper::fd_floor(&request.pass_fds)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
             let passed = crate::helper::install_passed_fds(&mut command, &request.pass_fds, floor)?;
+            // The helper launch does the same (`Helper::command_with_fds`).
+            let core_limit = guard_supervisor().map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot keep this process's memory from the command (not dumpable, no core dump): {e}"),
+                )
+            })?;
+            // SAFETY: the closure calls only getrlimit and setrlimit, which are
+            // async-signal-safe, and allocates nothing.
+            unsafe {
+                command.pre_exec(move || core_limit.restore_in_child());
+            }
             (command, None, passed)
         }
     };

@@ -94,9 +94,26 @@ fn stat_fields(h: &mut Sha256, m: &fs::Metadata) {
     h.update(m.mtime_nsec().to_le_bytes());
 }
 
+/// The most of a startup file the key reads; beyond it, size and mtime alone tell edits apart.
+const MAX_KEYED_CONTENT: u64 = 16 * 1024 * 1024;
+
+/// A startup file's metadata and content, read so that nothing placed at its name can stall
+/// or exhaust the (unconfined) caller: `O_NONBLOCK` so that a FIFO never waits for a writer,
+/// only regular files are read (a symlink to `/dev/zero` is not), and at most
+/// [`MAX_KEYED_CONTENT`] bytes.
 fn read_with_meta(path: &Path) -> io::Result<(fs::Metadata, Vec<u8>)> {
-    let meta = fs::metadata(path)?;
-    let content = fs::read(path)?;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let mut content = Vec::new();
+    file.take(MAX_KEYED_CONTENT).read_to_end(&mut content)?;
     Ok((meta, content))
 }
 
@@ -154,5 +171,17 @@ mod tests {
         assert_ne!(k2, cache_key(shell, &files));
         assert_ne!(k2, cache_key(Path::new("/bin/bash"), &files));
         assert_eq!(k2.len(), 64);
+    }
+
+    #[test]
+    fn snapshot_cache_key_never_waits_on_a_fifo_or_reads_a_device() {
+        let home = tempfile::tempdir().unwrap();
+        let fifo = home.path().join(".bash_login");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let zero = home.path().join(".profile");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        // Returns at once (a blocking open of the FIFO or a read of /dev/zero would not).
+        let key = cache_key(Path::new("/bin/sh"), &[fifo, zero]);
+        assert_eq!(key.len(), 64);
     }
 }

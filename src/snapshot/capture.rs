@@ -2,19 +2,26 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cordon_sandbox::policy::{
+    EnforcementPolicy, FilesystemPolicy, NetworkMode, NetworkPolicy, UnixSockets, POLICY_VERSION,
+};
+use cordon_sandbox::SandboxPolicy;
 
 use super::quote::{is_identifier, push_quoted};
 use super::run::{run, RunError};
 use super::shell::{Shell, ShellKind};
-use super::{SessionId, SnapshotRef, MARKER_LINE};
+use super::trust::{sealed_memfd, PrivateDir, TrustError};
+use super::{SessionId, SnapshotRef, MARKER_LINE, SNAPSHOT_FD};
+use crate::helper::{Helper, PassFd, StatusPipe};
 
 /// Default limit for each shell the snapshot runs (capture, then validation).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -79,6 +86,15 @@ pub struct SnapshotOptions {
     /// Environment changes for the shells only (`None` removes the variable); the calling
     /// process's environment is never modified.
     pub env: Vec<(OsString, Option<OsString>)>,
+    /// The helper that confines every shell the snapshot runs: read-only everywhere, network
+    /// denied ([`capture_policy`]). The startup files may source anything, including a file a
+    /// confined command wrote, so they never run with more than that. Set by
+    /// [`SnapshotOptions::new`] from [`Helper::locate`]; without a helper no snapshot is made
+    /// unless [`SnapshotOptions::unconfined_capture`] says otherwise.
+    pub helper: Option<Helper>,
+    /// Run the shells unconfined when there is no helper. Only for a caller that trusts every
+    /// file the startup files read (and everything those source).
+    pub unconfined_capture: bool,
 }
 
 impl SnapshotOptions {
@@ -91,7 +107,15 @@ impl SnapshotOptions {
             timeout: DEFAULT_TIMEOUT,
             max_output: DEFAULT_MAX_OUTPUT,
             env: Vec::new(),
+            helper: Helper::locate().ok(),
+            unconfined_capture: false,
         }
+    }
+
+    /// Sets the helper that confines the capture.
+    pub fn helper(mut self, helper: Option<Helper>) -> Self {
+        self.helper = helper;
+        self
     }
 
     /// Sets a variable for the shells.
@@ -117,15 +141,21 @@ impl SnapshotOptions {
 /// the temporary file, if any, has already been removed.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
-    /// The snapshot directory could not be created or secured.
+    /// The snapshot directory could not be created, or cannot be trusted.
     #[error("shell snapshot: could not prepare directory {path:?}: {source}")]
     PrepareDir {
         /// The snapshot directory.
         path: PathBuf,
-        /// The file-system error.
+        /// Why.
         #[source]
-        source: io::Error,
+        source: TrustError,
     },
+    /// No helper was found to confine the capture, and unconfined capture was not allowed.
+    #[error("shell snapshot: no sandbox helper to confine the capture shell (the startup files would run unconfined); set CORDON_HELPER")]
+    NoHelper,
+    /// The snapshot could not be handed to the checking shell.
+    #[error("shell snapshot: could not pass the snapshot to the checking shell: {0}")]
+    Memfd(#[source] io::Error),
     /// The login shell could not be run, timed out or printed too much.
     #[error("shell snapshot: capturing with {shell:?} failed: {source}")]
     Capture {
@@ -218,11 +248,14 @@ impl SnapshotError {
     }
 }
 
-/// A snapshot on disk. It owns the file: dropping the value deletes it (use
-/// [`SnapshotFile::keep`] to let it outlive the value).
+/// A snapshot on disk, with the content that was written. It owns the file: dropping the
+/// value deletes it (use [`SnapshotFile::keep`] to let it outlive the value).
 #[derive(Debug)]
 pub struct SnapshotFile {
     path: PathBuf,
+    dir: Arc<PrivateDir>,
+    name: String,
+    content: Arc<Vec<u8>>,
     shell: Shell,
     session: SessionId,
     generation: u64,
@@ -233,6 +266,12 @@ impl SnapshotFile {
     /// The snapshot file, `<dir>/<session>.<generation>.sh`.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What was written to it, which is what commands source (from a sealed memfd, never
+    /// from the file).
+    pub fn content(&self) -> &Arc<Vec<u8>> {
+        &self.content
     }
 
     /// The shell it was made with.
@@ -260,11 +299,7 @@ impl SnapshotFile {
 
     /// Records a use: stale cleanup measures "last use" by the file's mtime.
     pub fn touch(&self) -> io::Result<()> {
-        let f = OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.path)?;
-        f.set_modified(SystemTime::now())
+        self.dir.touch(&self.name)
     }
 
     /// Gives up ownership: the file stays on disk and its path is returned.
@@ -278,50 +313,112 @@ impl Drop for SnapshotFile {
     fn drop(&mut self) {
         if self.armed {
             // Nothing useful can be done about a failure in Drop; stale cleanup will retry.
-            let _ = fs::remove_file(&self.path);
+            let _ = self.dir.unlink(&self.name);
         }
     }
 }
 
-/// Deletes a temporary file unless disarmed, so that every early return cleans up.
-struct TempGuard<'a> {
-    path: &'a Path,
-    armed: bool,
-}
-
-impl Drop for TempGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = fs::remove_file(self.path);
-        }
+/// The policy every shell of a capture runs under: everything readable, nothing writable but
+/// the helper's device allow-list, no network, no unix sockets outside, and a refusal rather
+/// than a weaker run on a kernel that cannot enforce it.
+pub fn capture_policy() -> SandboxPolicy {
+    SandboxPolicy {
+        version: POLICY_VERSION,
+        filesystem: FilesystemPolicy {
+            read: vec![PathBuf::from("/")],
+            ..FilesystemPolicy::default()
+        },
+        network: NetworkPolicy {
+            mode: NetworkMode::Denied,
+            unix_sockets: UnixSockets::Deny,
+            tcp_connect: None,
+            tcp_bind: None,
+        },
+        enforcement: EnforcementPolicy::STRICT,
+        markers: None,
     }
 }
 
-/// Runs `shell` as a login shell outside the sandbox, and installs what its startup files set
-/// up as `<dir>/<session>.<generation>.sh`.
+/// What must stay open until a capture shell has been spawned: the helper's status pipe, or
+/// (unconfined) the copies of passed descriptors. Dropped after the run.
+#[derive(Debug)]
+enum SpawnGuard {
+    Helper { _status: StatusPipe },
+    Copies { _copies: Vec<OwnedFd> },
+}
+
+/// A shell command for the capture, confined by `opts.helper` under [`capture_policy`], with
+/// `pass` at their target numbers.
+fn shell_command(
+    shell: &Shell,
+    opts: &SnapshotOptions,
+    args: &[OsString],
+    pass: &[PassFd],
+) -> Result<(Command, SpawnGuard), SnapshotError> {
+    let spawn_error = |e: String| SnapshotError::Capture {
+        shell: shell.path.clone(),
+        source: RunError::Spawn(io::Error::other(e)),
+    };
+    let (mut cmd, guard) = match &opts.helper {
+        Some(helper) => {
+            let mut argv = vec![shell.path.clone().into_os_string()];
+            argv.extend(args.iter().cloned());
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+            let launch = helper
+                .command_with_fds(&capture_policy(), &cwd, &argv, pass)
+                .map_err(|e| spawn_error(e.to_string()))?;
+            (
+                launch.command,
+                SpawnGuard::Helper {
+                    _status: launch.status,
+                },
+            )
+        }
+        None if opts.unconfined_capture => {
+            let mut cmd = Command::new(&shell.path);
+            cmd.args(args);
+            let floor = crate::helper::fd_floor(pass).map_err(|e| spawn_error(e.to_string()))?;
+            let copies = crate::helper::install_passed_fds(&mut cmd, pass, floor)
+                .map_err(|e| spawn_error(e.to_string()))?;
+            (cmd, SpawnGuard::Copies { _copies: copies })
+        }
+        None => return Err(SnapshotError::NoHelper),
+    };
+    apply_env(&mut cmd, &opts.env);
+    Ok((cmd, guard))
+}
+
+/// Runs `shell` as a login shell, confined read-only without network (see
+/// [`SnapshotOptions::helper`]), and installs what its startup files set up as
+/// `<dir>/<session>.<generation>.sh`.
 ///
 /// Steps: capture (`<shell> -lc <script>`, own session, stdin `/dev/null`, killed at
-/// `opts.timeout`), keep what follows the marker, write a 0600 temporary file, check it by
-/// sourcing it with `set -e` in a non-login shell of the same kind, rename it into place.
+/// `opts.timeout`), keep what follows the marker, check it by sourcing it with `set -e` from a
+/// sealed memfd in a non-login shell of the same kind, write it 0600 under a temporary name
+/// in the directory (reached without following symlinks, see [`PrivateDir`]), rename it into
+/// place.
 pub fn create_snapshot(
     shell: &Shell,
     opts: &SnapshotOptions,
 ) -> Result<SnapshotFile, SnapshotError> {
-    prepare_dir(&opts.dir).map_err(|source| SnapshotError::PrepareDir {
+    let dir = PrivateDir::open(&opts.dir, true).map_err(|source| SnapshotError::PrepareDir {
         path: opts.dir.clone(),
         source,
     })?;
 
     let nonce = unique_token();
     let separator = format!("#cordon-section-{nonce}");
-    let mut cmd = Command::new(&shell.path);
-    cmd.arg("-lc").arg(capture_script(shell.kind, &separator));
-    apply_env(&mut cmd, &opts.env);
-    let out =
-        run(&mut cmd, opts.timeout, opts.max_output).map_err(|source| SnapshotError::Capture {
-            shell: shell.path.clone(),
-            source,
-        })?;
+    let args = [
+        OsString::from("-lc"),
+        OsString::from(capture_script(shell.kind, &separator)),
+    ];
+    let (mut cmd, guard) = shell_command(shell, opts, &args, &[])?;
+    let out = run(&mut cmd, opts.timeout, opts.max_output);
+    drop(guard);
+    let out = out.map_err(|source| SnapshotError::Capture {
+        shell: shell.path.clone(),
+        source,
+    })?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if !out.status.success() {
         return Err(SnapshotError::CaptureStatus {
@@ -340,31 +437,33 @@ pub fn create_snapshot(
     let defaults = default_options(shell, opts);
     let body = render(shell, &sections, defaults.as_deref(), &start_env(&opts.env));
 
-    let tmp = opts
-        .dir
-        .join(format!("{}.tmp-{}", opts.session.as_str(), unique_token()));
-    let mut guard = TempGuard {
-        path: &tmp,
-        armed: false,
-    };
-    write_new(&tmp, &body, &mut guard).map_err(|source| SnapshotError::WriteTemp {
-        path: tmp.clone(),
-        source,
+    let tmp_name = format!("{}.tmp-{}", opts.session.as_str(), unique_token());
+    let tmp = opts.dir.join(&tmp_name);
+    validate(shell, &body, &tmp, opts)?;
+    // No fsync: a snapshot is a cache that is rebuilt when missing, and the rename only needs
+    // to be atomic with respect to other processes, not to a crash.
+    dir.write_new(&tmp_name, &body).map_err(|source| {
+        let _ = dir.unlink(&tmp_name);
+        SnapshotError::WriteTemp {
+            path: tmp.clone(),
+            source,
+        }
     })?;
-
-    validate(shell, &tmp, opts)?;
-
-    let dest = opts
-        .dir
-        .join(format!("{}.{}.sh", opts.session.as_str(), opts.generation));
-    fs::rename(&tmp, &dest).map_err(|source| SnapshotError::Install {
-        from: tmp.clone(),
-        to: dest.clone(),
-        source,
+    let name = format!("{}.{}.sh", opts.session.as_str(), opts.generation);
+    let dest = opts.dir.join(&name);
+    dir.rename(&tmp_name, &name).map_err(|source| {
+        let _ = dir.unlink(&tmp_name);
+        SnapshotError::Install {
+            from: tmp.clone(),
+            to: dest.clone(),
+            source,
+        }
     })?;
-    guard.armed = false;
     Ok(SnapshotFile {
         path: dest,
+        dir: Arc::new(dir),
+        name,
+        content: Arc::new(body),
         shell: shell.clone(),
         session: opts.session.clone(),
         generation: opts.generation,
@@ -395,58 +494,38 @@ fn apply_env(cmd: &mut Command, env: &[(OsString, Option<OsString>)]) {
     }
 }
 
-/// Creates the directory private to the user (0700). An existing directory we own is tightened
-/// to 0700, because snapshots hold the user's exported environment (tokens included).
-fn prepare_dir(dir: &Path) -> io::Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let meta = fs::metadata(dir)?;
-    if !meta.is_dir() {
-        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
-    }
-    if meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
-}
-
-fn write_new(path: &Path, body: &[u8], guard: &mut TempGuard<'_>) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    // From here on the file exists and is ours to remove on failure.
-    guard.armed = true;
-    // No fsync: a snapshot is a cache that is rebuilt when missing, and the rename only needs
-    // to be atomic with respect to other processes, not to a crash.
-    f.write_all(body)
-}
-
-fn validate(shell: &Shell, tmp: &Path, opts: &SnapshotOptions) -> Result<(), SnapshotError> {
-    let mut cmd = Command::new(&shell.path);
-    match shell.kind {
+/// Sources `body` with `set -e` in a non-login shell of the same kind, confined like the
+/// capture, from a sealed memfd (the way commands will source it). `tmp` names the file the
+/// body is about to be written to, for messages.
+fn validate(
+    shell: &Shell,
+    body: &[u8],
+    tmp: &Path,
+    opts: &SnapshotOptions,
+) -> Result<(), SnapshotError> {
+    let memfd = sealed_memfd("cordon-snapshot-check", body).map_err(SnapshotError::Memfd)?;
+    let pass = [PassFd {
+        fd: Arc::new(memfd),
+        target: SNAPSHOT_FD,
+    }];
+    let mut args: Vec<OsString> = match shell.kind {
         // --norc/--noprofile only matter for interactive shells; BASH_ENV is removed below.
-        ShellKind::Bash => cmd.args(["--norc", "--noprofile"]),
+        ShellKind::Bash => vec!["--norc".into(), "--noprofile".into()],
         // -f skips the user's .zshenv, which a non-interactive zsh would otherwise read.
-        ShellKind::Zsh => cmd.arg("-f"),
-        ShellKind::Sh => &mut cmd,
+        ShellKind::Zsh => vec!["-f".into()],
+        ShellKind::Sh => Vec::new(),
     };
-    cmd.arg("-c")
-        .arg("set -e; . \"$1\"")
-        .arg("cordon-snapshot-check")
-        .arg(tmp);
-    apply_env(&mut cmd, &opts.env);
+    args.push("-c".into());
+    args.push(format!("set -e; . /proc/self/fd/{SNAPSHOT_FD}").into());
+    let (mut cmd, guard) = shell_command(shell, opts, &args, &pass)?;
     // The check is about the file alone; startup hooks of a non-login shell must not run.
     cmd.env_remove("BASH_ENV").env_remove("ENV");
-    let out =
-        run(&mut cmd, opts.timeout, 1024 * 1024).map_err(|source| SnapshotError::Validate {
-            path: tmp.to_path_buf(),
-            source,
-        })?;
+    let out = run(&mut cmd, opts.timeout, 1024 * 1024);
+    drop(guard);
+    let out = out.map_err(|source| SnapshotError::Validate {
+        path: tmp.to_path_buf(),
+        source,
+    })?;
     if out.status.success() {
         Ok(())
     } else {
@@ -531,12 +610,16 @@ fn options_command(kind: ShellKind) -> &'static str {
 /// The option states a fresh non-login `<shell> -c`, like the wrapper's, starts with in the
 /// capture's environment; `None` when they cannot be listed (then every option is written).
 fn default_options(shell: &Shell, opts: &SnapshotOptions) -> Option<Vec<u8>> {
-    let mut cmd = Command::new(&shell.path);
-    cmd.arg("-c").arg(options_command(shell.kind));
-    apply_env(&mut cmd, &opts.env);
+    let args = [
+        OsString::from("-c"),
+        OsString::from(options_command(shell.kind)),
+    ];
+    let (mut cmd, guard) = shell_command(shell, opts, &args, &[]).ok()?;
     // Exported option lists would hand the capture's own state to the baseline.
     cmd.env_remove("SHELLOPTS").env_remove("BASHOPTS");
-    let out = run(&mut cmd, opts.timeout, 1024 * 1024).ok()?;
+    let out = run(&mut cmd, opts.timeout, 1024 * 1024);
+    drop(guard);
+    let out = out.ok()?;
     out.status.success().then_some(out.stdout)
 }
 

@@ -1,29 +1,39 @@
 //! Stale snapshot cleanup and the session locks that protect live sessions from it.
 //!
-//! A live session holds a shared `flock` on `<dir>/<session>.lock` for as long as it lives
-//! ([`SessionLock`]). Cleanup, possibly in another process, tries an exclusive non-blocking
+//! A caller that keeps using a snapshot file on disk holds a shared `flock` on
+//! `<dir>/<session>.lock` for as long as it does ([`SessionLock`]; cordon's own runs and
+//! sessions read their snapshot into memory and need none). Cleanup, possibly in another
+//! process, tries an exclusive non-blocking
 //! `flock` on that file: if it cannot get it, the session is live and its files are left
-//! alone. Every file-system call is relative to a descriptor of the directory opened with
-//! `O_NOFOLLOW` and never follows a symlink, so cleanup cannot be steered outside the directory.
+//! alone. The directory is reached without following any symlink and must be the user's
+//! ([`PrivateDir`]); every call after that is relative to its descriptor and never follows a
+//! symlink, so cleanup cannot be steered outside the directory. Nobody waits on these locks:
+//! a lock someone else holds exclusively (a confined command can `flock` any file it can
+//! read) makes [`SessionLock::acquire`] give up after a short while instead of hanging.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nix::dir::Dir;
 use nix::errno::Errno;
 use nix::fcntl::{openat, Flock, FlockArg, OFlag};
 use nix::sys::stat::{fstatat, FileStat, Mode, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
+use super::trust::{PrivateDir, TrustError};
 use super::SessionId;
+
+/// How long [`SessionLock::acquire`] retries while another process holds the lock
+/// exclusively. Cleanup holds it for the time of a few `unlinkat` calls; anything longer is
+/// someone else, and waiting for them would hand them a denial of service.
+const LOCK_PATIENCE: Duration = Duration::from_secs(2);
 
 /// How long snapshots of finished sessions are kept after their last use.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3 * 24 * 60 * 60);
@@ -96,50 +106,43 @@ pub struct CleanupReport {
 /// Why cleanup could not run at all (per-entry failures go to [`CleanupReport::failed`]).
 #[derive(Debug, thiserror::Error)]
 pub enum CleanupError {
-    /// The directory could not be opened (missing, a symlink, not a directory, ...).
-    #[error("snapshot cleanup: could not open directory {path:?}: {source}")]
+    /// The directory could not be opened or is not trusted (missing, reached through a
+    /// symlink, not a directory, not the user's, ...).
+    #[error("snapshot cleanup: could not open directory {path:?}")]
     OpenDir {
         /// The snapshot directory.
         path: PathBuf,
         /// The error.
         #[source]
-        source: nix::Error,
+        source: TrustError,
     },
 }
 
 /// Deletes, in `dir`: entries whose names cordon never creates, temporaries older than
 /// [`TEMP_GRACE`], and snapshots (and lock files) of sessions that are not live and were last
-/// used more than `retention` ago. Symlinks are judged by their own name and times and deleted
-/// as links; their targets are never touched. Subdirectories are never removed.
+/// used more than `retention` ago. Entries cordon would never have made (symlinks, fifos,
+/// devices, files with another owner, a second link or a mode others may write) are deleted at
+/// once, symlinks as links; their targets are never touched. Subdirectories are never removed.
 pub fn cleanup_stale(dir: &Path, retention: Duration) -> Result<CleanupReport, CleanupError> {
-    let mut handle = Dir::open(
-        dir,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|source| CleanupError::OpenDir {
+    let handle = PrivateDir::open(dir, false).map_err(|source| CleanupError::OpenDir {
         path: dir.to_path_buf(),
         source,
     })?;
-    let dirfd = handle.as_raw_fd();
+    let dirfd = handle.raw_fd();
     let now = SystemTime::now();
     let mut report = CleanupReport::default();
 
     // Read the whole listing first: deleting while iterating a directory stream may skip
     // entries.
-    let mut names: Vec<OsString> = Vec::new();
-    for entry in handle.iter() {
-        match entry {
-            Ok(e) => {
-                let name = OsStr::from_bytes(e.file_name().to_bytes());
-                if name != "." && name != ".." {
-                    names.push(name.to_os_string());
-                }
-            }
-            Err(e) => report.failed.push((dir.to_path_buf(), io::Error::from(e))),
+    let names: Vec<OsString> = match handle.names() {
+        Ok(names) => names,
+        Err(e) => {
+            report
+                .failed
+                .push((dir.to_path_buf(), io::Error::other(e.to_string())));
+            Vec::new()
         }
-    }
-    names.sort();
+    };
 
     // Exclusive locks of sessions found dead, held until the end so that such a session cannot
     // come back to life halfway through the deletion of its files.
@@ -163,7 +166,12 @@ pub fn cleanup_stale(dir: &Path, retention: Duration) -> Result<CleanupReport, C
         if is_dir {
             continue;
         }
+        let planted = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG
+            || stat.st_nlink != 1
+            || stat.st_uid != nix::unistd::geteuid().as_raw()
+            || stat.st_mode & 0o022 != 0;
         let delete = match parsed {
+            _ if planted => true,
             None => true,
             Some(EntryName::Temporary { .. }) => age(&stat, now) > TEMP_GRACE,
             Some(EntryName::Snapshot { session, .. }) | Some(EntryName::Lock { session }) => {
@@ -269,14 +277,16 @@ pub struct SessionLock {
 }
 
 impl SessionLock {
-    /// Creates (if needed) and locks `<dir>/<session>.lock`. Blocks only while a cleanup run
-    /// holds the file exclusively, which it does briefly.
+    /// Creates (if needed) and locks `<dir>/<session>.lock`. Retries for up to
+    /// [`LOCK_PATIENCE`] while someone holds the file exclusively (a cleanup run does so
+    /// briefly), then fails with `WouldBlock` rather than wait on whoever it is.
     pub fn acquire(dir: &Path, session: &SessionId) -> io::Result<SessionLock> {
+        let deadline = Instant::now() + LOCK_PATIENCE;
         let path = dir.join(format!("{}.lock", session.as_str()));
         // Cleanup may delete a dead session's lock file between our open and our flock, which
         // would leave us locking an orphaned inode nobody else can see. Re-check that the name
         // still refers to what we locked, and start over if not.
-        for _ in 0..16 {
+        for _ in 0..(16 + LOCK_PATIENCE.as_millis() / 20) {
             let file = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -286,8 +296,14 @@ impl SessionLock {
                 // Never follow a symlink planted at the lock's name.
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&path)?;
-            let lock =
-                Flock::lock(file, FlockArg::LockShared).map_err(|(_, e)| io::Error::from(e))?;
+            let lock = match Flock::lock(file, FlockArg::LockSharedNonblock) {
+                Ok(lock) => lock,
+                Err((_, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                Err((_, e)) => return Err(io::Error::from(e)),
+            };
             let held = lock.metadata()?;
             match std::fs::symlink_metadata(&path) {
                 Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {

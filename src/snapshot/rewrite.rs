@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::quote::{is_identifier, push_quoted};
 use super::shell::ShellKind;
-use super::SnapshotRef;
+use super::{SnapshotRef, ENV_FD, SNAPSHOT_FD};
 
 /// Variables that always win over a snapshot: the sandbox markers, which the helper sets per
 /// command (a snapshot never contains them, but an `env/` script could). Explicit overrides
@@ -64,8 +64,9 @@ pub struct RewriteOptions {
     /// not shell identifiers are skipped: a shell never touches such variables, and a snapshot
     /// never contains them, so they already pass through unchanged.
     pub keep_vars: Vec<String>,
-    /// A session `env/` directory whose files are sourced in byte order of their names.
-    pub env_dir: Option<PathBuf>,
+    /// Source the session's `env/` scripts, which the caller passes as a sealed memfd at
+    /// [`ENV_FD`] (see [`crate::session::env_bundle`]), after the snapshot.
+    pub env_scripts: bool,
     /// The runtime's own `PATH` entries, prepended in this order. Entries containing `:` or
     /// NUL cannot be expressed in `PATH` and are skipped.
     pub path_prepend: Vec<PathBuf>,
@@ -85,7 +86,7 @@ impl RewriteOptions {
         RewriteOptions {
             snapshot: Some(snapshot),
             keep_vars: ALWAYS_KEEP.iter().map(|s| s.to_string()).collect(),
-            env_dir: None,
+            env_scripts: false,
             path_prepend: Vec::new(),
             report_cwd_fd: None,
             bash_expand_aliases: false,
@@ -107,6 +108,10 @@ impl RewriteOptions {
 /// as `$0` when given) if the options carry a snapshot for the same kind of shell; any other
 /// argv is returned unchanged. Pure: it reads neither the file system nor the environment.
 ///
+/// The wrapper sources the snapshot from `/proc/self/fd/`[`SNAPSHOT_FD`] (and the `env/`
+/// scripts from [`ENV_FD`]): the caller passes the content as sealed memfds, so nothing a
+/// command can write, wherever the cache lies, changes what a later command sources.
+///
 /// The script runs in the wrapper shell itself (through `eval`), not in a fresh `exec`ed
 /// shell, because functions, aliases and options do not survive `exec`; `$0` and the
 /// positional parameters are those `<shell> -c script extra...` would have given it.
@@ -124,10 +129,7 @@ pub fn rewrite_argv(argv: &[OsString], opts: &RewriteOptions) -> Vec<OsString> {
     // A NUL cannot reach a shell through argv, so such a command fails to start either way;
     // leave it to fail exactly as it would have.
     let has_nul = |s: &OsString| s.as_bytes().contains(&0);
-    if has_nul(script)
-        || extra.iter().any(has_nul)
-        || snapshot.path.as_os_str().as_bytes().contains(&0)
-    {
+    if has_nul(script) || extra.iter().any(has_nul) {
         return argv.to_vec();
     }
 
@@ -186,7 +188,7 @@ fn build_wrapper(
         .iter()
         .copied()
         .enumerate()
-        .partition(|(_, n)| opts.env_dir.is_none() && is_marker(n));
+        .partition(|(_, n)| !opts.env_scripts && is_marker(n));
 
     // 1. Save the variables that must win, reading them now, at run time.
     for &(i, name) in &around_all {
@@ -194,66 +196,35 @@ fn build_wrapper(
         w.push(b'\n');
     }
 
-    // 2. List the env/ files before the snapshot can change glob options. The positional
-    //    parameters are free scratch space here; the script's own are set just before it runs.
-    if let Some(dir) = &opts.env_dir {
-        w.extend_from_slice(b);
-        w.extend_from_slice(b"set --\n");
-        let mut qdir = Vec::new();
-        push_quoted(&mut qdir, dir.as_os_str().as_bytes());
-        w.extend_from_slice(b"if ");
-        w.extend_from_slice(b);
-        w.extend_from_slice(b"test -d ");
-        w.extend_from_slice(&qdir);
-        w.extend_from_slice(b"; then ");
-        // Byte order: bash and zsh sort globs by the collation locale, dash by strcmp.
-        if kind != ShellKind::Sh {
-            w.extend_from_slice(b"__cordon_ls=${LC_ALL+x} __cordon_lv=${LC_ALL-}; LC_ALL=C; ");
-        }
-        w.extend_from_slice(b);
-        w.extend_from_slice(b"set -- ");
-        w.extend_from_slice(&qdir);
-        // zsh aborts on a glob without matches; (N) makes it expand to nothing.
-        w.extend_from_slice(if kind == ShellKind::Zsh {
-            b"/*(N)"
-        } else {
-            b"/*"
-        });
-        if kind != ShellKind::Sh {
-            w.extend_from_slice(b"; if ");
-            w.extend_from_slice(b);
-            w.extend_from_slice(b"test -n \"$__cordon_ls\"; then LC_ALL=$__cordon_lv; else ");
-            w.extend_from_slice(b);
-            w.extend_from_slice(b"unset LC_ALL; fi");
-        }
-        w.extend_from_slice(b"; fi\n");
-    }
-
-    // 3. The snapshot. Its failure is ignored: a partly applied snapshot beats no command.
+    // 2. The snapshot. Its failure is ignored: a partly applied snapshot beats no command.
     //    `command .` keeps dash from exiting on an error in the sourced file. It only defines
     //    things, so it neither reads stdin nor prints; error messages (an option this shell
     //    version lacks) are silenced.
-    let mut qsnap = Vec::new();
-    push_quoted(&mut qsnap, snap.path.as_os_str().as_bytes());
+    let snap_path = format!("/proc/self/fd/{SNAPSHOT_FD}");
     w.extend_from_slice(b"if ");
     w.extend_from_slice(b);
-    w.extend_from_slice(b"test -r ");
-    w.extend_from_slice(&qsnap);
-    w.extend_from_slice(b"; then ");
+    w.extend_from_slice(format!("test -r {snap_path}; then ").as_bytes());
     w.extend_from_slice(b);
-    w.extend_from_slice(b". ");
-    w.extend_from_slice(&qsnap);
-    w.extend_from_slice(b" 2>/dev/null || :; fi\n");
+    w.extend_from_slice(format!(". {snap_path} 2>/dev/null || :; fi\n").as_bytes());
 
-    // 4. env/ files in order, then $CORDON_ENV_FILE. A name without a slash is made relative
-    //    to the working directory, since `.` would otherwise search PATH for it.
-    if opts.env_dir.is_some() {
-        w.extend_from_slice(b"for __cordon_f in \"$@\"; do if ");
+    // 3. The env/ scripts (one memfd, each script `eval`ed on its own so that a syntax error
+    //    in one spares the others), then $CORDON_ENV_FILE. A name without a slash is made
+    //    relative to the working directory, since `.` would otherwise search PATH for it.
+    if opts.env_scripts {
+        let env_path = format!("/proc/self/fd/{ENV_FD}");
+        w.extend_from_slice(b"if ");
         w.extend_from_slice(b);
-        w.extend_from_slice(b"test -f \"$__cordon_f\"; then ");
+        w.extend_from_slice(format!("test -r {env_path}; then ").as_bytes());
         w.extend_from_slice(b);
-        w.extend_from_slice(b". \"$__cordon_f\" || :; fi; done\n");
+        w.extend_from_slice(format!(". {env_path} || :; fi\n").as_bytes());
     }
+    // 4. The memfds have served; the script gets only the descriptors it would have had.
+    w.extend_from_slice(b);
+    w.extend_from_slice(format!("exec {SNAPSHOT_FD}<&-").as_bytes());
+    if opts.env_scripts {
+        w.extend_from_slice(format!(" {ENV_FD}<&-").as_bytes());
+    }
+    w.push(b'\n');
     // The branch for `$CORDON_ENV_FILE` is passed to `eval` as one quoted word: bash parses a
     // quoted word far faster than the commands in it, and most commands have no such file.
     let bs = String::from_utf8_lossy(b);
@@ -299,12 +270,6 @@ fn build_wrapper(
     // Scratch variables must not leak into the script's view of the shell. (The env-file
     // branch cleans up after itself.)
     let mut scratch: Vec<String> = Vec::new();
-    if opts.env_dir.is_some() {
-        scratch.push("__cordon_f".into());
-        if kind != ShellKind::Sh {
-            scratch.extend(["__cordon_ls".into(), "__cordon_lv".into()]);
-        }
-    }
     for &(i, _) in &around_all {
         scratch.extend([format!("__cordon_s{i}"), format!("__cordon_v{i}")]);
     }
@@ -371,25 +336,13 @@ fn push_restore(w: &mut Vec<u8>, b: &[u8], i: usize, name: &[u8]) {
     w.extend_from_slice(b"; fi");
 }
 
-/// The snapshot directory when the sandbox's readable roots do not already cover it; the
-/// caller must then add it as a read-only root, or the wrapper cannot source the snapshot.
-/// Both sides are compared component-wise, so they must be canonical (as
-/// `SandboxPolicy` paths are).
-pub fn readable_root_needed(read_roots: &[PathBuf], snapshot_dir: &Path) -> Option<PathBuf> {
-    if read_roots.iter().any(|root| snapshot_dir.starts_with(root)) {
-        None
-    } else {
-        Some(snapshot_dir.to_path_buf())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn opts(kind: ShellKind) -> RewriteOptions {
         RewriteOptions::new(SnapshotRef {
-            path: PathBuf::from("/snap/s.1.sh"),
+            path: std::path::PathBuf::from("/snap/s.1.sh"),
             kind,
         })
     }
@@ -428,23 +381,6 @@ mod tests {
         assert_eq!(out[3], "zero");
         let w = out[2].as_bytes();
         assert!(w.ends_with(b"\\builtin set -- 'one'\n\\builtin eval 'echo'\n"));
-    }
-
-    #[test]
-    fn snapshot_readable_roots() {
-        let roots = vec![PathBuf::from("/usr"), PathBuf::from("/home/u")];
-        assert_eq!(
-            readable_root_needed(&roots, Path::new("/home/u/.cache/s")),
-            None
-        );
-        assert_eq!(
-            readable_root_needed(&roots, Path::new("/home/user2/s")),
-            Some(PathBuf::from("/home/user2/s"))
-        );
-        assert_eq!(
-            readable_root_needed(&[PathBuf::from("/")], Path::new("/x")),
-            None
-        );
     }
 
     #[test]

@@ -17,8 +17,7 @@ pub struct Tree {
 
 impl Tree {
     pub fn new() -> Tree {
-        // CARGO_TARGET_TMPDIR is inside the project's target directory, not under /tmp.
-        let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+        let base = tempfile::tempdir_in(tree_parent()).expect("temp dir");
         let root = std::fs::canonicalize(base.path()).expect("canonical temp dir");
         let (cwd, home, outside) = (root.join("work"), root.join("home"), root.join("outside"));
         for dir in [&cwd, &home, &outside] {
@@ -91,6 +90,19 @@ impl Tree {
     }
 }
 
+/// Where private trees are made: inside the project's target directory, unless the clone
+/// itself lies under /tmp, which the default profile makes writable (and whose symlinks cordon
+/// does not trust); then /var/tmp, which no preset makes writable.
+fn tree_parent() -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let real = std::fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
+    if real.starts_with("/tmp") {
+        PathBuf::from("/var/tmp")
+    } else {
+        real
+    }
+}
+
 /// `attempt(f)` prints "OK" or the errno name, so tests assert exact errnos.
 pub const PROBE: &str = r#"
 import errno, os, socket, sys
@@ -148,6 +160,48 @@ macro_rules! require_landlock {
             }
         }
     };
+}
+
+/// Compiles a small C program with gcc, as some tests need exact system calls.
+pub fn compile_c(dir: &Path, name: &str, source: &str) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    std::fs::write(&src, source).unwrap();
+    let status = Command::new("gcc")
+        .arg("-O0")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("gcc is required by the tests that compile C probes");
+    assert!(status.success());
+    bin
+}
+
+/// Runs `script` in a fresh network namespace with only loopback up, so the test never
+/// touches the machine's own network.
+pub fn in_private_netns(tree: &Tree, script: &str) -> std::process::Output {
+    Command::new("unshare")
+        .args(["--net", "--", "sh", "-c"])
+        .arg(format!("ip link set lo up && {script}"))
+        .current_dir(&tree.cwd)
+        .env("HOME", &tree.home)
+        .env("CORDON_HELPER", "self")
+        .env_remove("TMPDIR")
+        .output()
+        .expect("unshare is required by the private-network tests")
+}
+
+/// True when a network namespace can be created; says loudly when it cannot.
+pub fn private_netns_available() -> bool {
+    let works = Command::new("unshare")
+        .args(["--net", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        eprintln!("SKIPPED: cannot create a network namespace (needs root or user namespaces)");
+    }
+    works
 }
 
 /// Whether this kernel lets the helper build the namespace layer.

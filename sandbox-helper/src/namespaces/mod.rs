@@ -15,7 +15,7 @@ pub mod net;
 pub mod userns;
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::SetupError;
 use crate::policy::{NetworkMode, SandboxPolicy};
@@ -23,6 +23,10 @@ use crate::process;
 use crate::status::{Downgrade, Layer};
 
 pub use mounts::ViewPlan;
+
+/// The command's pid inside the pid namespace: the init is 1, and the command is the first
+/// process it forks. The seccomp rules let the command act on itself by this pid.
+pub const COMMAND_PID: u32 = 2;
 
 /// Everything the layer needs, computed in `Env::new` before anything changes.
 #[derive(Debug, Clone)]
@@ -33,6 +37,13 @@ pub struct Plan {
     pub loopback: bool,
     /// The mount view.
     pub view: ViewPlan,
+}
+
+impl Plan {
+    /// Whether `/dev/pts` is a private instance (then Landlock may grant all of it).
+    pub fn private_terminals(&self) -> bool {
+        !self.view.host_terminals
+    }
 }
 
 impl Plan {
@@ -49,7 +60,16 @@ impl Plan {
                 write: fs.write.clone(),
                 read_only: fs.read_only.clone(),
                 deny_read: fs.deny_read.clone(),
-                devices: fs.devices.clone(),
+                // A readable root below /dev names host devices: bound into the private /dev
+                // like the listed ones (writable roots there are bound as writable roots).
+                devices: fs
+                    .devices
+                    .iter()
+                    .chain(fs.read.iter().filter(|p| below_dev(p) && !below_pts(p)))
+                    .cloned()
+                    .collect(),
+                host_terminals: fs.read.iter().chain(&fs.write).any(|p| below_pts(p))
+                    || given_a_terminal(),
             },
         }
     }
@@ -67,6 +87,20 @@ impl Plan {
         }
         layers
     }
+}
+
+fn below_dev(path: &Path) -> bool {
+    path.starts_with("/dev") && path != Path::new("/dev")
+}
+
+fn below_pts(path: &Path) -> bool {
+    path.starts_with("/dev/pts")
+}
+
+/// Whether stdin, stdout or stderr is a terminal, which the command may reopen by its name.
+fn given_a_terminal() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    (0..3).any(|fd| unsafe { libc::isatty(fd) } == 1)
 }
 
 /// What the command's process learns from [`enter`].

@@ -36,6 +36,9 @@ pub struct ViewPlan {
     pub deny_read: Vec<PathBuf>,
     /// Device nodes or directories the policy adds to the minimal `/dev`.
     pub devices: Vec<PathBuf>,
+    /// The host's `/dev/pts` instead of a private one: the command was given a terminal, or
+    /// the policy names one, and a terminal can only be reopened by name where it lives.
+    pub host_terminals: bool,
 }
 
 /// Where the new root is assembled, in the old tree.
@@ -202,7 +205,12 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
 
     // Clone every source before anything covers it (the staging tmpfs covers the old /dev, a
     // hidden directory covers what is below it).
-    let base = clone(Path::new("/"), MOUNT_ATTR_RDONLY)?;
+    // Everything read-only, and no device node or setuid bit of the host's tree takes effect
+    // (the devices the command gets are bound into its own /dev below).
+    let base = clone(
+        Path::new("/"),
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+    )?;
     let mut entries: Vec<(PathBuf, Entry)> = Vec::new();
     for path in &plan.write {
         entries.push((
@@ -264,6 +272,14 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     for path in &plan.devices {
         devices.push((path.clone(), clone(path, device_attrs)?));
     }
+    let terminals = if plan.host_terminals {
+        Terminals::Host(clone(
+            Path::new("/dev/pts"),
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+        )?)
+    } else {
+        Terminals::Private
+    };
     // Parents before children, so that a deeper mount lands on top; entries under /dev and
     // /proc come after the private /dev and /proc, which would otherwise cover them.
     entries.sort_by(|a, b| a.0.cmp(&b.0));
@@ -295,13 +311,16 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     for (path, entry) in early {
         mount_entry(&root, &path, entry, &empty, &mut hidden)?;
     }
-    build_dev(&root, devices)?;
+    build_dev(&root, devices, terminals)?;
     let downgrades = build_proc(&root)?;
+    // Roots the policy names below /dev get their mount points in the new /dev tmpfs, which
+    // then becomes read-only with the hidden directories.
+    hidden.push(PathBuf::from("/dev"));
     for (path, entry) in late {
         mount_entry(&root, &path, entry, &empty, &mut hidden)?;
     }
-    // Hidden directories become read-only last, once the mount points of writable roots below
-    // them exist.
+    // Hidden directories (and /dev) become read-only last, once the mount points of writable
+    // roots below them exist.
     for path in &hidden {
         let fd = resolve(&root, Path::new("/"), path, false, true)?;
         set_attrs(&fd, MOUNT_ATTR_RDONLY, false, path)?;
@@ -360,7 +379,20 @@ fn mount_entry(
 
 /// A tmpfs `/dev` with the base devices, the policy's devices, a private `/dev/shm` and a
 /// private `devpts`, read-only itself.
-fn build_dev(root: &OwnedFd, devices: Vec<(PathBuf, OwnedFd)>) -> Result<(), SetupError> {
+/// Where `/dev/pts` comes from.
+enum Terminals {
+    /// A new devpts instance: the command's own terminals only.
+    Private,
+    /// The host's, cloned: Landlock then grants only the terminal the command was given and
+    /// those the policy names.
+    Host(OwnedFd),
+}
+
+fn build_dev(
+    root: &OwnedFd,
+    devices: Vec<(PathBuf, OwnedFd)>,
+    terminals: Terminals,
+) -> Result<(), SetupError> {
     let dev_path = Path::new("/dev");
     let target = resolve(root, Path::new("/"), dev_path, false, true)?;
     let dev = new_fs(
@@ -398,7 +430,10 @@ fn build_dev(root: &OwnedFd, devices: Vec<(PathBuf, OwnedFd)>) -> Result<(), Set
         &open_at(&dev, "shm", Path::new("/dev/shm"))?,
         Path::new("/dev/shm"),
     )?;
-    let pts = new_devpts()?;
+    let pts = match terminals {
+        Terminals::Private => new_devpts()?,
+        Terminals::Host(tree) => tree,
+    };
     make_dir(&dev, "pts", Path::new("/dev/pts"))?;
     attach(
         &pts,
@@ -416,7 +451,8 @@ fn build_dev(root: &OwnedFd, devices: Vec<(PathBuf, OwnedFd)>) -> Result<(), Set
             return Err(view_error("create link", &path, io::Error::last_os_error()));
         }
     }
-    set_attrs(&dev, MOUNT_ATTR_RDONLY, false, dev_path)
+    // Read-only once the roots the policy names below it have their mount points (`build`).
+    Ok(())
 }
 
 /// A fresh `/proc` for the pid namespace. Where the kernel refuses it (EPERM: a container whose
