@@ -266,6 +266,17 @@ pub fn plan_with(
                 .push(approximation(kind, root, &expansion.narrowed, &excluded));
         }
     }
+    // A read rule on a path that also has a write rule adds nothing (write includes every read
+    // right), and each rule costs system calls before every command: `/tmp` is both an entry of
+    // an expanded `/` and a writable root under the default profile.
+    let written: Vec<PathBuf> = out
+        .rules
+        .iter()
+        .filter(|r| r.access == RuleAccess::Write)
+        .map(|r| r.path.clone())
+        .collect();
+    out.rules
+        .retain(|r| r.access != RuleAccess::Read || r.required || !written.contains(&r.path));
     out.rules.extend(DEVICE_FILES.iter().map(|p| FsRule {
         path: PathBuf::from(p),
         access: RuleAccess::Device,
@@ -579,6 +590,8 @@ mod tests {
                 Entry::new("usr", EntryKind::Directory),
                 Entry::new("dev", EntryKind::Directory),
                 Entry::new("lib", EntryKind::Symlink),
+                // Also a writable root below: its read rule from the expansion is dropped.
+                Entry::new("tmp", EntryKind::Directory),
             ]),
             _ => Err(io::Error::from(io::ErrorKind::NotFound)),
         }
