@@ -35,6 +35,7 @@ pub mod classify;
 pub mod exec;
 pub mod helper;
 pub mod orchestrator;
+mod path_walk;
 pub mod profile;
 pub mod session;
 pub mod snapshot;

@@ -1,15 +1,11 @@
 //! What the policy says about one path, after resolving it the way the kernel would.
 
-use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use cordon_sandbox::landlock_rules::{excluded_from_roots, DEVICE_FILES};
 use cordon_sandbox::policy::SandboxPolicy;
 use cordon_sandbox::status::StatusRecord;
-
-/// The same bound as the kernel's `MAXSYMLINKS`: past it, open fails with ELOOP.
-const MAX_SYMLINK_HOPS: usize = 40;
 
 /// A refused access: the rule and the smallest change that allows it.
 pub(crate) struct Verdict {
@@ -129,52 +125,10 @@ impl<'a> Access<'a> {
 /// Resolves like the kernel's path walk: `..` after a symlink applies to the link's target.
 fn resolve(cwd: &Path, path: &Path, follow_last: bool) -> PathBuf {
     let joined = cwd.join(path);
-    let mut pending: Vec<OsString> = Vec::new();
-    let mut out = PathBuf::from("/");
-    // Components are consumed from the end of `pending`, so it is kept reversed.
-    push_components(&mut pending, &joined);
-    let mut hops = 0;
-    while let Some(part) = pending.pop() {
-        if part == "/" {
-            out = PathBuf::from("/");
-            continue;
-        }
-        if part == ".." {
-            out.pop();
-            continue;
-        }
-        let next = out.join(&part);
-        let is_last = pending.is_empty();
-        let link = if is_last && !follow_last {
-            None
-        } else {
-            std::fs::symlink_metadata(&next)
-                .ok()
-                .filter(|m| m.file_type().is_symlink())
-                .and_then(|_| std::fs::read_link(&next).ok())
-        };
-        match link {
-            Some(target) if hops < MAX_SYMLINK_HOPS => {
-                hops += 1;
-                push_components(&mut pending, &target);
-            }
-            _ => out = next,
-        }
-    }
-    out
-}
-
-fn push_components(pending: &mut Vec<OsString>, path: &Path) {
-    let parts: Vec<OsString> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::RootDir => Some(OsString::from("/")),
-            Component::ParentDir => Some(OsString::from("..")),
-            Component::Normal(n) => Some(n.to_os_string()),
-            Component::CurDir | Component::Prefix(_) => None,
-        })
-        .collect();
-    pending.extend(parts.into_iter().rev());
+    // A lenient walk takes what it cannot inspect as it is, so it does not fail.
+    crate::path_walk::walk(&joined, crate::path_walk::Mode::Lenient, follow_last)
+        .map(|w| w.canonical)
+        .unwrap_or(joined)
 }
 
 /// Whether the file's mode bits alone would refuse a read by this process once capabilities

@@ -12,86 +12,16 @@
 //! every writable root the profile and the command line name, each both as written (before any
 //! link is followed) and at its canonical location.
 
-use std::ffi::OsString;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-/// The kernel's `MAXSYMLINKS`: past it a path walk fails with `ELOOP`.
-const MAX_SYMLINK_HOPS: usize = 40;
-
-/// One symlink followed during a walk.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LinkHop {
-    /// The link itself (its directory is canonical).
-    pub link: PathBuf,
-    /// What it points at, as stored in the link.
-    pub points_to: PathBuf,
-}
-
-/// A path resolved component by component, with every symlink it went through.
-#[derive(Debug, Clone)]
-pub(crate) struct Walk {
-    /// The canonical path: no symlink, `.` or `..` left in it.
-    pub canonical: PathBuf,
-    /// The links followed, in order.
-    pub hops: Vec<LinkHop>,
-}
+use crate::path_walk::Mode;
+pub(crate) use crate::path_walk::Walk;
 
 /// Resolves an absolute `path` the way `realpath` does (every component must exist), but
 /// records each link followed so that the caller can judge where it lies.
 pub(crate) fn walk(path: &Path) -> io::Result<Walk> {
-    let mut pending: Vec<OsString> = Vec::new();
-    push_components(&mut pending, path);
-    let mut out = PathBuf::from("/");
-    let mut hops = Vec::new();
-    while let Some(part) = pending.pop() {
-        if part == "/" {
-            out = PathBuf::from("/");
-            continue;
-        }
-        if part == ".." {
-            // `out` holds no link, so its lexical parent is its real parent.
-            out.pop();
-            continue;
-        }
-        let next = out.join(&part);
-        let meta = std::fs::symlink_metadata(&next)?;
-        if !meta.file_type().is_symlink() {
-            if !pending.is_empty() && !meta.is_dir() {
-                return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
-            }
-            out = next;
-            continue;
-        }
-        if hops.len() >= MAX_SYMLINK_HOPS {
-            return Err(io::Error::from_raw_os_error(libc::ELOOP));
-        }
-        let points_to = std::fs::read_link(&next)?;
-        push_components(&mut pending, &points_to);
-        hops.push(LinkHop {
-            link: next,
-            points_to,
-        });
-    }
-    Ok(Walk {
-        canonical: out,
-        hops,
-    })
-}
-
-fn push_components(pending: &mut Vec<OsString>, path: &Path) {
-    let parts: Vec<OsString> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::RootDir => Some(OsString::from("/")),
-            Component::ParentDir => Some(OsString::from("..")),
-            Component::Normal(n) => Some(n.to_os_string()),
-            Component::CurDir | Component::Prefix(_) => None,
-        })
-        .collect();
-    // Consumed from the end, so kept reversed; a relative link target continues from the
-    // link's directory, which is where `out` stands.
-    pending.extend(parts.into_iter().rev());
+    crate::path_walk::walk(path, Mode::Strict, true)
 }
 
 /// Directories in which a confined command of an earlier run could have planted a link.
