@@ -100,6 +100,9 @@ pub struct StatusPipe {
     read: File,
     write: Option<OwnedFd>,
     passed: Vec<OwnedFd>,
+    /// With [`Helper::command_held`], the write end of the hold pipe: the helper waits for its
+    /// closing before `execve` when its receipt lists downgrades.
+    hold: Option<OwnedFd>,
 }
 
 impl StatusPipe {
@@ -117,10 +120,19 @@ impl StatusPipe {
         read_records(self.read)
     }
 
-    /// The read end, for asynchronous readers. Close the write end first.
+    /// The read end, for asynchronous readers. Closes the write end (and releases a held
+    /// helper: see [`StatusPipe::into_read_end_and_hold`] to keep it waiting).
     pub fn into_read_end(mut self) -> File {
         self.close_write_end();
         self.read
+    }
+
+    /// The read end, and the hold pipe's write end when the launch was held: drop that once
+    /// the receipt's downgrades have been shown, and the helper goes on to `execve`.
+    pub fn into_read_end_and_hold(mut self) -> (File, Option<OwnedFd>) {
+        self.close_write_end();
+        let hold = self.hold.take();
+        (self.read, hold)
     }
 }
 
@@ -201,6 +213,31 @@ impl Helper {
         argv: &[OsString],
         pass: &[PassFd],
     ) -> Result<Launch, HelperError> {
+        self.launch(policy, cwd, argv, pass, false)
+    }
+
+    /// [`Helper::command_with_fds`], and the helper gets `--hold-fd`: when its receipt lists
+    /// downgrades it writes it and then waits, before `execve`, until the write end kept in
+    /// [`StatusPipe`] is closed (see [`StatusPipe::into_read_end_and_hold`]). A caller that
+    /// shows downgrades in between is sure they come before the command's first output.
+    pub fn command_held(
+        &self,
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        argv: &[OsString],
+        pass: &[PassFd],
+    ) -> Result<Launch, HelperError> {
+        self.launch(policy, cwd, argv, pass, true)
+    }
+
+    fn launch(
+        &self,
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        argv: &[OsString],
+        pass: &[PassFd],
+        held: bool,
+    ) -> Result<Launch, HelperError> {
         let floor = fd_floor(pass)?;
         let core_limit = guard_supervisor().map_err(HelperError::GuardSupervisor)?;
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -220,6 +257,27 @@ impl Helper {
         for p in pass {
             command.arg("--pass-fd").arg(p.target.to_string());
         }
+        let hold = if held {
+            let (hold_read, hold_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| HelperError::Pipe(io::Error::from(e)))?;
+            let hold_read = dup_at_least(&hold_read, floor).map_err(HelperError::Pipe)?;
+            let hold_fd = hold_read.as_raw_fd();
+            command.arg("--hold-fd").arg(hold_fd.to_string());
+            // SAFETY: as for the status fd below: fcntl only, on a descriptor open in the child.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::fcntl(hold_fd, libc::F_SETFD, 0) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            // The read end must stay open in this process until the spawn: it goes with the
+            // passed copies, which are dropped right after it.
+            Some((hold_read, hold_write))
+        } else {
+            None
+        };
         command.arg("--").args(argv);
         // SAFETY: the closure only calls fcntl, which is async-signal-safe, on a descriptor
         // that is open in the child (it was open in the parent at fork).
@@ -236,13 +294,19 @@ impl Helper {
         unsafe {
             command.pre_exec(move || core_limit.restore_in_child());
         }
-        let passed = install_passed_fds(&mut command, pass, floor).map_err(HelperError::Pipe)?;
+        let mut passed =
+            install_passed_fds(&mut command, pass, floor).map_err(HelperError::Pipe)?;
+        let hold = hold.map(|(hold_read, hold_write)| {
+            passed.push(hold_read);
+            hold_write
+        });
         Ok(Launch {
             command,
             status: StatusPipe {
                 read: File::from(read),
                 write: Some(write),
                 passed,
+                hold,
             },
         })
     }

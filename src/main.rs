@@ -273,6 +273,16 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         // stderr goes through cordon, which needs it to explain a denial.
         request.stdin = StdinSource::Inherit;
         request.inherit_stdout = true;
+        // Before the command's first byte: a person must not read output produced under less
+        // confinement than the profile asked for without being told first.
+        request = request.on_confined(|receipt| {
+            use std::io::Write;
+            let mut err = std::io::stderr().lock();
+            for line in report::not_enforced_lines(receipt) {
+                let _ = writeln!(err, "cordon: {line}");
+            }
+            let _ = err.flush();
+        });
     }
     if let Some(timeout) = args.timeout {
         request = request.timeout(timeout);

@@ -3,6 +3,7 @@
 
 use cordon::classify::Denial;
 use cordon::exec::{ExecResult, Outcome};
+use cordon::sandbox::status::ConfinementReceipt;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -130,6 +131,16 @@ pub fn rejected_json(message: &str) -> String {
         error: json!({ "message": message }),
     }
     .render()
+}
+
+/// One line per downgrade in the receipt, for stderr before the command's output (each
+/// printed with a `cordon: ` prefix).
+pub fn not_enforced_lines(receipt: &ConfinementReceipt) -> Vec<String> {
+    receipt
+        .downgrades
+        .iter()
+        .map(|d| format!("not enforced: {} ({})", d.restriction, d.reason))
+        .collect()
 }
 
 /// Lines for stderr after the command's own output (each printed with a `cordon: ` prefix).

@@ -61,6 +61,9 @@ fn unmediated(policy: &SandboxPolicy) -> Vec<String> {
 pub struct Args {
     /// Where to write status records.
     pub status_fd: Option<RawFd>,
+    /// The read end of a pipe whose other end the parent closes once it has shown the
+    /// receipt's downgrades (`--hold-fd`): see [`hold_until_shown`].
+    pub hold_fd: Option<RawFd>,
     /// Descriptors the command inherits on purpose (`--pass-fd`); checked to be pipe or socket
     /// ends by [`Env::new`].
     pub pass_fds: Vec<RawFd>,
@@ -76,11 +79,12 @@ enum PolicySource {
 }
 
 impl Args {
-    /// Parses `(--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] [--pass-fd N]...
-    /// -- PROGRAM [ARGS...]` (`args` without the program name).
+    /// Parses `(--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] [--hold-fd N]
+    /// [--pass-fd N]... -- PROGRAM [ARGS...]` (`args` without the program name).
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, SetupError> {
         let mut args = args.into_iter();
         let mut status_fd = None;
+        let mut hold_fd = None;
         let mut pass_fds: Vec<RawFd> = Vec::new();
         let mut policy = None;
         let mut cwd = None;
@@ -107,6 +111,10 @@ impl Args {
                     let fd = fd_number("--status-fd", &value("--status-fd")?)?;
                     set_once(&mut status_fd, fd, "--status-fd")?;
                 }
+                Some("--hold-fd") => {
+                    let fd = fd_number("--hold-fd", &value("--hold-fd")?)?;
+                    set_once(&mut hold_fd, fd, "--hold-fd")?;
+                }
                 Some("--pass-fd") => {
                     let fd = fd_number("--pass-fd", &value("--pass-fd")?)?;
                     if pass_fds.contains(&fd) {
@@ -130,8 +138,18 @@ impl Args {
             // inherited by the command.
             return Err(bad(format!("--pass-fd {fd} is also the --status-fd")));
         }
+        if let Some(fd) = hold_fd.filter(|fd| pass_fds.contains(fd) || status_fd == Some(*fd)) {
+            // Like the status fd, it is close-on-exec: the command never holds it.
+            return Err(bad(format!(
+                "--hold-fd {fd} is also the --status-fd or a --pass-fd"
+            )));
+        }
+        if hold_fd.is_some() && status_fd.is_none() {
+            return Err(bad("--hold-fd needs a --status-fd to report on".into()));
+        }
         Ok(Args {
             status_fd,
+            hold_fd,
             pass_fds,
             policy,
             cwd,
@@ -177,7 +195,8 @@ pub struct Env {
     /// The seccomp rules may rely on it: without one, those calls reach the host's objects.
     pub ipc_namespace: bool,
     status: Option<RawFd>,
-    /// The status fd and the `--pass-fd` descriptors: all that survives `close_inherited_fds`.
+    hold: Option<RawFd>,
+    /// The status fd, the hold fd and the `--pass-fd` descriptors: all that survives `close_inherited_fds`.
     keep_fds: Vec<RawFd>,
     cwd: Option<PathBuf>,
     argv: Vec<CString>,
@@ -208,7 +227,12 @@ impl Env {
         for &fd in &args.pass_fds {
             check_pass_fd(fd)?;
         }
-        let keep_fds: Vec<RawFd> = status.into_iter().chain(args.pass_fds).collect();
+        let hold = args.hold_fd.map(prepare_hold_fd).transpose()?;
+        let keep_fds: Vec<RawFd> = status
+            .into_iter()
+            .chain(hold)
+            .chain(args.pass_fds)
+            .collect();
         let policy_text = match args.policy {
             PolicySource::Inline(text) => text.into_vec(),
             PolicySource::File(path) => {
@@ -284,6 +308,7 @@ impl Env {
             namespaces,
             ipc_namespace,
             status,
+            hold,
             keep_fds,
             cwd: args.cwd,
             argv,
@@ -361,8 +386,11 @@ impl Env {
         }
         // Report last, so that `confined` means only execve remains; after execve the
         // close-on-exec status fd is gone.
-        self.report(&StatusRecord::Confined(self.receipt(layers, entered)))?;
-        Ok(())
+        let receipt = self.receipt(layers, entered);
+        self.report(&StatusRecord::Confined(receipt.clone()))?;
+        // After the report and before execve: the parent shows what is not enforced before
+        // the command can write a byte of its own.
+        hold_until_shown(self.hold, &receipt).map_err(SetupError::Status)
     }
 
     /// What is in force: `layers`, plus what the namespace step found at run time.
@@ -429,15 +457,49 @@ pub fn report(status: Option<BorrowedFd<'_>>, record: &StatusRecord) -> io::Resu
     Ok(())
 }
 
+/// With `--hold-fd`, waits after a receipt that lists downgrades until the parent closes its
+/// end of the pipe, so that its "not enforced" lines reach the terminal before anything the
+/// command writes (the command's stdout may be the terminal itself, which the parent does not
+/// relay). A receipt without downgrades has nothing to show: no wait. The parent's death
+/// closes its end too, and the parent-death signal kills this process anyway.
+fn hold_until_shown(hold: Option<RawFd>, receipt: &ConfinementReceipt) -> io::Result<()> {
+    let Some(fd) = hold.filter(|_| !receipt.downgrades.is_empty()) else {
+        return Ok(());
+    };
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: `fd` was checked open by `prepare_hold_fd` and is kept by
+        // `close_inherited_fds`; the buffer is one valid, writable byte.
+        let n = unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Checks the hold fd is open and makes it close-on-exec: the command must never inherit it.
+fn prepare_hold_fd(fd: RawFd) -> Result<RawFd, SetupError> {
+    open_cloexec_fd("--hold-fd", fd)
+}
+
 /// Checks the status fd is open and makes it close-on-exec, so that a successful `execve`
 /// closes it and the parent sees end of file.
 fn prepare_status_fd(fd: RawFd) -> Result<RawFd, SetupError> {
+    open_cloexec_fd("--status-fd", fd)
+}
+
+/// Checks that `fd` (given as `flag`) is open and sets close-on-exec on it.
+fn open_cloexec_fd(flag: &str, fd: RawFd) -> Result<RawFd, SetupError> {
     // SAFETY: fcntl on an integer descriptor; fails with EBADF if it is not open.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
     // SAFETY: as above, setting a flag only.
     if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
         return Err(SetupError::Arguments(format!(
-            "--status-fd {fd} is not an open descriptor: {}",
+            "{flag} {fd} is not an open descriptor: {}",
             io::Error::last_os_error()
         )));
     }

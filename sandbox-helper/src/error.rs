@@ -22,7 +22,7 @@ use crate::status::{StatusRecord, Step};
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// Bad helper arguments.
-    #[error("{0} (usage: cordon-sandbox (--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] [--pass-fd N]... -- PROGRAM [ARGS...])")]
+    #[error("{0} (usage: cordon-sandbox (--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] [--hold-fd N] [--pass-fd N]... -- PROGRAM [ARGS...])")]
     Arguments(String),
     /// A `--pass-fd` descriptor that is not a pipe or socket end, nor a fully sealed memfd.
     #[error("--pass-fd {fd} is {kind}: only pipe and socket ends and fully sealed memfds may be passed into the sandbox, because a file or directory descriptor would bypass Landlock")]

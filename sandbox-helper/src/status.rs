@@ -194,6 +194,15 @@ pub fn write_record(fd: BorrowedFd<'_>, record: &StatusRecord) -> io::Result<()>
 
 /// Reads every record until end of file. A line that does not parse is an error that quotes it.
 pub fn read_records<R: io::Read>(reader: R) -> io::Result<Vec<StatusRecord>> {
+    read_records_as_they_come(reader, |_| {})
+}
+
+/// [`read_records`], calling `on_record` with each record as soon as its line has arrived
+/// (a `confined` record comes before `execve`, while the helper may be waiting on it).
+pub fn read_records_as_they_come<R: io::Read>(
+    reader: R,
+    mut on_record: impl FnMut(&StatusRecord),
+) -> io::Result<Vec<StatusRecord>> {
     let mut records = Vec::new();
     for line in io::BufReader::new(reader).lines() {
         let line = line?;
@@ -206,6 +215,7 @@ pub fn read_records<R: io::Read>(reader: R) -> io::Result<Vec<StatusRecord>> {
                 format!("unreadable status record {line:?}: {e}"),
             )
         })?;
+        on_record(&record);
         records.push(record);
     }
     Ok(records)

@@ -61,6 +61,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cordon_sandbox::status::ConfinementReceipt;
 use cordon_sandbox::SandboxPolicy;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -218,6 +219,25 @@ pub struct ExecRequest {
     /// Give the command the caller's own stdout instead of capturing it (the CLI's
     /// pass-through, so a terminal stays a terminal). The result's `stdout` is then empty.
     pub inherit_stdout: bool,
+    /// Called with the helper's receipt as soon as it arrives, before the command is
+    /// executed: see [`ExecRequest::on_confined`].
+    pub on_confined: Option<ConfinedHook>,
+}
+
+/// A function the supervisor calls with the receipt before the command runs.
+#[derive(Clone)]
+pub struct ConfinedHook(Arc<dyn Fn(&ConfinementReceipt) + Send + Sync>);
+
+impl std::fmt::Debug for ConfinedHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConfinedHook")
+    }
+}
+
+impl ConfinedHook {
+    pub(crate) fn call(&self, receipt: &ConfinementReceipt) {
+        (self.0)(receipt)
+    }
 }
 
 impl ExecRequest {
@@ -258,6 +278,7 @@ impl ExecRequest {
             pass_fds: Vec::new(),
             reported_argv: None,
             inherit_stdout: false,
+            on_confined: None,
         }
     }
 
@@ -299,6 +320,19 @@ impl ExecRequest {
     /// Streaming: wait for a slow receiver instead of dropping output events.
     pub fn lossless_events(mut self, lossless: bool) -> ExecRequest {
         self.lossless_events = lossless;
+        self
+    }
+
+    /// Calls `hook` with the helper's receipt (what is in force, what is not) as soon as it
+    /// arrives. When the receipt lists downgrades the helper waits for `hook` to return before
+    /// it executes the command, so whatever `hook` prints comes before the command's first
+    /// output, even on a stdout the command writes to directly. It runs on a blocking thread;
+    /// keep it short. Never called for an unsandboxed request or when confinement failed.
+    pub fn on_confined(
+        mut self,
+        hook: impl Fn(&ConfinementReceipt) + Send + Sync + 'static,
+    ) -> ExecRequest {
+        self.on_confined = Some(ConfinedHook(Arc::new(hook)));
         self
     }
 

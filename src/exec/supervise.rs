@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cordon_sandbox::confine::describe_errno;
-use cordon_sandbox::status::{read_records, StatusRecord};
+use cordon_sandbox::status::{read_records_as_they_come, StatusRecord};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::mpsc;
@@ -85,7 +85,7 @@ pub(super) async fn run(
     let spawned = command.spawn();
     // Whatever happened, the parent's copy of the write end must go now, or end of file never
     // arrives on the status pipe.
-    let status_read = status_pipe.map(|p| p.into_read_end());
+    let status_read = status_pipe.map(|p| p.into_read_end_and_hold());
     drop(passed);
     let mut child = match spawned {
         Ok(child) => child,
@@ -101,8 +101,10 @@ pub(super) async fn run(
 
     // A blocking read is fine: the status pipe reaches end of file at the helper's execve or
     // exit, and the helper does neither fork nor wait on anything we control.
-    let status_task =
-        status_read.map(|file| tokio::task::spawn_blocking(move || read_records(file)));
+    let hook = request.on_confined.clone();
+    let status_task = status_read.map(|(file, hold)| {
+        tokio::task::spawn_blocking(move || read_status(file, hold, hook))
+    });
     let _stdin_task = match (&request.stdin, child.stdin.take()) {
         (StdinSource::Bytes(bytes), Some(mut pipe)) => {
             let bytes = bytes.clone();
@@ -204,6 +206,27 @@ pub(super) async fn run(
     result
 }
 
+/// Reads the helper's records until `execve` or its exit. The `confined` record goes to `hook`
+/// first, and only then is `hold` closed, which lets a helper that waits on it go on.
+fn read_status(
+    file: std::fs::File,
+    hold: Option<std::os::fd::OwnedFd>,
+    hook: Option<super::ConfinedHook>,
+) -> io::Result<Vec<StatusRecord>> {
+    let mut hold = hold;
+    let records = read_records_as_they_come(file, |record| {
+        if let (StatusRecord::Confined(receipt), Some(hook)) = (record, &hook) {
+            hook.call(receipt);
+        }
+        if matches!(record, StatusRecord::Confined(_)) {
+            hold = None;
+        }
+    });
+    // However reading ended (setup error, unreadable record), a held helper must not wait on.
+    drop(hold);
+    records
+}
+
 /// Waits up to `limit` for the drain, storing its result; a `JoinHandle` must not be polled
 /// again once it has produced its output.
 async fn join_within(task: &mut JoinHandle<Drained>, slot: &mut Option<Drained>, limit: Duration) {
@@ -270,8 +293,20 @@ type Built = (
 fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> io::Result<Built> {
     let (mut command, status, passed) = match (&request.policy, &config.helper) {
         (Some(policy), Some(helper)) => {
-            let launch = helper
-                .command_with_fds(policy, &request.cwd, &request.argv, &request.pass_fds)
+            let launch = match request.on_confined {
+                Some(_) => helper.command_held(
+                    policy,
+                    &request.cwd,
+                    &request.argv,
+                    &request.pass_fds,
+                ),
+                None => helper.command_with_fds(
+                    policy,
+                    &request.cwd,
+                    &request.argv,
+                    &request.pass_fds,
+                ),
+            }
                 .map_err(|e| match e {
                     crate::helper::HelperError::Pipe(io) => io,
                     other => io::Error::other(other.to_string()),
