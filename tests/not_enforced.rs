@@ -1,0 +1,180 @@
+//! Plain `cordon run` (no `--json`) names every downgrade on stderr before the command's first
+//! output, under the two real conditions that cause them: no user namespaces, and a capped
+//! Landlock ABI. Both streams go to one file, so the order on it is the order a person sees.
+
+mod common;
+
+use std::fs::File;
+use std::process::Command;
+
+use common::Tree;
+
+/// Runs `cmd` with stdout and stderr on the same open file, and returns its lines and exit code.
+fn merged(tree: &Tree, mut cmd: Command) -> (Vec<String>, i32) {
+    let path = tree.root.join("merged.out");
+    let file = File::create(&path).expect("create the output file");
+    cmd.stdout(file.try_clone().expect("dup the output file"))
+        .stderr(file);
+    let status = cmd.status().expect("spawn cordon");
+    let text = std::fs::read_to_string(&path).expect("read the output file");
+    (
+        text.lines().map(str::to_owned).collect(),
+        status.code().unwrap_or(-1),
+    )
+}
+
+/// A profile file extending workspace-write with `extra` lines.
+fn profile(tree: &Tree, extra: &str) -> String {
+    let path = tree.root.join("profile.toml");
+    std::fs::write(&path, format!("extends = \"workspace-write\"\n{extra}")).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// The downgrades a `--json` run of the same command reports, as the lines plain `run` prints.
+fn expected_lines(cmd: Command) -> Vec<String> {
+    let out = common::without_userns(&cmd).output().expect("spawn cordon");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    report["sandbox"]["downgrades"]
+        .as_array()
+        .expect("downgrades")
+        .iter()
+        .map(|d| {
+            format!(
+                "cordon: not enforced: {} ({})",
+                d["restriction"].as_str().unwrap(),
+                d["reason"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn deny_read_without_user_namespaces_is_announced_before_the_output() {
+    let tree = Tree::new();
+    let secret = tree.outside.join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    std::fs::write(tree.outside.join("public"), "public\n").unwrap();
+    let profile = profile(
+        &tree,
+        &format!("[filesystem]\ndeny_read = [{:?}]\n", secret.display()),
+    );
+    let script = format!(
+        "cat {0}/public; cat {0}/secret; echo done >&2",
+        tree.outside.display()
+    );
+    let run = |json: bool| {
+        let mut cmd = tree.cordon();
+        cmd.args(["run", "-p", &profile]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.args(["--", "sh", "-c", &script]);
+        cmd
+    };
+
+    let (lines, code) = merged(&tree, common::without_userns(&run(false)));
+    assert_eq!(code, 0, "{lines:#?}");
+    let secret_line = format!(
+        "cordon: not enforced: deny_read:{} (carve-outs need the mount-namespace layer, and user namespaces are disabled (/proc/sys/user/max_user_namespaces is 0); set the sysctl user.max_user_namespaces above 0; Landlock rights cannot be subtracted beneath a granted root)",
+        secret.display()
+    );
+    let notices: Vec<&String> = lines
+        .iter()
+        .take_while(|l| l.starts_with("cordon: "))
+        .collect();
+    assert!(notices.contains(&&secret_line), "{lines:#?}");
+    // Exactly the receipt's downgrades, one line each, and all of them before the command's
+    // first line; then the command's output as it wrote it (the secret is readable here,
+    // which is what the line says).
+    let expected = expected_lines(run(true));
+    assert_eq!(notices, expected.iter().collect::<Vec<_>>());
+    assert_eq!(
+        &lines[notices.len()..],
+        ["public", "s3cret", "done"],
+        "{lines:#?}"
+    );
+
+    // The counterpart, with user namespaces: the secret is hidden (reads as empty), so there
+    // is nothing to announce about it, and the public file still reads.
+    require_userns!();
+    let (lines, code) = merged(&tree, run(false));
+    assert_eq!(code, 0, "{lines:#?}");
+    assert!(!lines.contains(&secret_line), "{lines:#?}");
+    assert!(
+        !lines.iter().any(|l| l.contains(&secret.display().to_string())),
+        "{lines:#?}"
+    );
+    let output: Vec<&String> = lines
+        .iter()
+        .filter(|l| !l.starts_with("cordon: "))
+        .collect();
+    assert_eq!(output, ["public", "done"], "{lines:#?}");
+}
+
+#[test]
+fn a_capped_landlock_abi_is_announced_before_the_output_under_report() {
+    require_userns!();
+    let tree = Tree::new();
+    let profile = profile(&tree, "enforcement = \"report\"\n");
+    let mut cmd = tree.cordon();
+    cmd.env("CORDON_LANDLOCK_ABI_MAX", "3")
+        .args(["run", "-p", &profile, "--", "sh", "-c", "echo out; echo err >&2"]);
+    let (lines, code) = merged(&tree, cmd);
+    assert_eq!(code, 0, "{lines:#?}");
+    assert_eq!(
+        lines,
+        [
+            "cordon: not enforced: landlock_ioctl_dev (ioctl on device files outside the device allow-list is not prevented: needs Landlock ABI 5, the kernel offers 3)",
+            "cordon: not enforced: landlock_scope_signal (signals to processes outside the sandbox are not prevented: needs Landlock ABI 6, the kernel offers 3)",
+            "cordon: not enforced: landlock_scope_abstract_unix (connecting to abstract unix sockets outside the sandbox is not prevented: needs Landlock ABI 6, the kernel offers 3)",
+            "out",
+            "err",
+        ]
+    );
+
+    // Without the cap the same profile has nothing to announce.
+    let mut cmd = tree.cordon();
+    cmd.args(["run", "-p", &profile, "--", "sh", "-c", "echo out; echo err >&2"]);
+    let (lines, code) = merged(&tree, cmd);
+    assert_eq!(code, 0);
+    assert_eq!(lines, ["out", "err"]);
+}
+
+#[test]
+fn a_capped_landlock_abi_under_the_default_profile_refuses_and_runs_nothing() {
+    let tree = Tree::new();
+    let marker = tree.outside.join("ran");
+    let script = format!("echo out; touch {}", marker.display());
+    let mut cmd = tree.cordon();
+    cmd.env("CORDON_LANDLOCK_ABI_MAX", "3").args([
+        "run",
+        "-w",
+        &tree.outside.display().to_string(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let (lines, code) = merged(&tree, cmd);
+    assert_eq!(code, 125);
+    assert_eq!(
+        lines,
+        ["cordon: sandbox setup failed at step enforcement: refusing to run: landlock_ioctl_dev cannot be enforced (ioctl on device files outside the device allow-list is not prevented: needs Landlock ABI 5, the kernel offers 3); set enforcement to \"report\" to run without it"]
+    );
+    assert!(!marker.exists(), "the command ran although it was refused");
+
+    // The harmless counterpart: uncapped, the same command runs and leaves its mark.
+    let mut cmd = tree.cordon();
+    cmd.args([
+        "run",
+        "-w",
+        &tree.outside.display().to_string(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let (lines, code) = merged(&tree, cmd);
+    assert_eq!((code, lines), (0, vec!["out".to_owned()]));
+    assert!(marker.exists());
+}
