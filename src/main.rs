@@ -18,6 +18,7 @@ use cordon::helper::SELF_HELPER_ARG;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
 
+mod doctor_cli;
 mod report;
 mod snapshot_cli;
 mod terminal;
@@ -50,6 +51,9 @@ enum Command {
     /// Inspect or clean the shell snapshot cache.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// Show what this kernel lets cordon enforce, feature by feature and preset by preset
+    /// (exit 0 when the default preset is enforced in full, 1 otherwise).
+    Doctor(doctor_cli::DoctorArgs),
 }
 
 #[derive(clap::Args)]
@@ -157,6 +161,13 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Doctor(args) => match doctor_cli::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("cordon: {e:#}");
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
         Command::Snapshot(command) => match snapshot_cli::run(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
