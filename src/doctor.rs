@@ -89,34 +89,49 @@ pub const LANDLOCK_ABI_LEVELS: [AbiLevel; 7] = [
     },
 ];
 
-/// The namespaces the helper builds, the flag that probes each, and what a command loses when
-/// it is missing (the loss is not a receipt downgrade: without it the helper still enforces
-/// everything Landlock and seccomp can).
-const NAMESPACES: [(&str, Layer, libc::c_int, &str); 4] = [
-    (
-        "mount_namespace",
-        Layer::MountNamespace,
-        libc::CLONE_NEWNS,
-        "no read-only carve-outs or hidden paths; chmod, chown, utime and xattr changes outside the writable roots are not stopped; the host's /dev and /proc stay visible within Landlock's rules",
-    ),
-    (
-        "pid_namespace",
-        Layer::PidNamespace,
-        libc::CLONE_NEWPID,
-        "a process that leaves the command's process group (setsid, a double-forked daemon) survives a timeout, a cancellation or cordon's death",
-    ),
-    (
-        "ipc_namespace",
-        Layer::IpcNamespace,
-        libc::CLONE_NEWIPC,
-        "System V IPC and POSIX message queues are refused by seccomp instead of being private",
-    ),
-    (
-        "net_namespace",
-        Layer::NetNamespace,
-        libc::CLONE_NEWNET,
-        "network.mode = \"loopback\" is unavailable (refused, or under report the network is denied instead)",
-    ),
+/// One namespace the helper builds inside the user namespace.
+struct Namespace {
+    /// The feature's name, which is also the receipt's layer name.
+    name: &'static str,
+    layer: Layer,
+    /// The `unshare` flag that probes it.
+    flag: libc::c_int,
+    /// What the command gets from it.
+    gives: &'static str,
+    /// What the command loses without it. The loss is no receipt downgrade: without the
+    /// namespace the helper still enforces everything Landlock and seccomp can.
+    without: &'static str,
+}
+
+const NAMESPACES: [Namespace; 4] = [
+    Namespace {
+        name: "mount_namespace",
+        layer: Layer::MountNamespace,
+        flag: libc::CLONE_NEWNS,
+        gives: "read-only carve-outs (.git, ...) and hidden paths; everything outside the writable roots read-only at the mount level (also stops chmod, chown, utime, xattr); a minimal private /dev",
+        without: "no read-only carve-outs or hidden paths; chmod, chown, utime and xattr changes outside the writable roots are not stopped; the host's /dev and /proc stay visible within Landlock's rules",
+    },
+    Namespace {
+        name: "pid_namespace",
+        layer: Layer::PidNamespace,
+        flag: libc::CLONE_NEWPID,
+        gives: "a pid-1 init: no process of the command outlives a timeout, a cancellation or cordon's death; other processes are invisible",
+        without: "a process that leaves the command's process group (setsid, a double-forked daemon) survives a timeout, a cancellation or cordon's death",
+    },
+    Namespace {
+        name: "ipc_namespace",
+        layer: Layer::IpcNamespace,
+        flag: libc::CLONE_NEWIPC,
+        gives: "private System V IPC and POSIX message queues",
+        without: "System V IPC and POSIX message queues are refused by seccomp instead of being private",
+    },
+    Namespace {
+        name: "net_namespace",
+        layer: Layer::NetNamespace,
+        flag: libc::CLONE_NEWNET,
+        gives: "network.mode = \"loopback\": a private network with only lo",
+        without: "network.mode = \"loopback\" is unavailable (refused, or under report the network is denied instead)",
+    },
 ];
 
 /// Probes every feature without confining anything (the namespace probes run in throwaway
@@ -130,9 +145,11 @@ pub fn probe_features() -> Vec<Feature> {
 }
 
 fn landlock_features() -> Vec<Feature> {
-    let kernel = landlock_rules::kernel_abi();
-    let knob = std::env::var(landlock_rules::ABI_CAP_ENV).ok();
-    let used = landlock_rules::effective_abi(kernel, knob.as_deref());
+    let LandlockAbi {
+        kernel,
+        used,
+        cap: knob,
+    } = LandlockAbi::probe();
     let capped = used < kernel.min(landlock_rules::MAX_LANDLOCK_ABI);
     let cap_note = match (&knob, capped) {
         (Some(value), true) => format!(", capped by {}={value}", landlock_rules::ABI_CAP_ENV),
@@ -238,21 +255,21 @@ fn namespace_features() -> Vec<Feature> {
         },
         hint: userns.as_ref().err().map(|m| user_hint(&m.reason)),
     }];
-    for (name, _, flag, loss) in NAMESPACES {
+    for ns in &NAMESPACES {
         let found = match &userns {
-            Ok(()) => in_child(probe_unshare, flag),
+            Ok(()) => in_child(probe_unshare, ns.flag),
             Err(_) => Err("needs a user namespace, which is unavailable".to_owned()),
         };
         features.push(Feature {
-            name: name.into(),
+            name: ns.name.into(),
             available: found.is_ok(),
             detail: match &found {
-                Ok(()) => "can be created inside the user namespace".into(),
-                Err(why) => format!("{why}; without it: {loss}"),
+                Ok(()) => ns.gives.into(),
+                Err(why) => format!("{why}; without it: {}", ns.without),
             },
             hint: found.err().map(|_| match &userns {
                 Err(missing) => user_hint(&missing.reason),
-                Ok(()) => format!("unshare({name}) is refused here: a container's seccomp profile or a security module; allow it"),
+                Ok(()) => format!("creating the {} is refused here (a container's seccomp profile or a security module); allow unshare for it", ns.name),
             }),
         });
     }
@@ -557,8 +574,8 @@ fn layer_loss(layer: Layer) -> &'static str {
     }
     NAMESPACES
         .iter()
-        .find(|(_, l, _, _)| *l == layer)
-        .map_or("", |(_, _, _, loss)| *loss)
+        .find(|ns| ns.layer == layer)
+        .map_or("", |ns| ns.without)
 }
 
 /// `true` under `policy`: the receipt, or the failing step and its message.
@@ -580,9 +597,37 @@ async fn run_true(
     }
 }
 
+/// The Landlock ABI numbers behind the `landlock` feature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LandlockAbi {
+    /// What the kernel offers (0: no Landlock).
+    pub kernel: u32,
+    /// What the helper uses: the kernel's, capped by what cordon knows and by the knob.
+    pub used: u32,
+    /// The value of `CORDON_LANDLOCK_ABI_MAX`, when set.
+    pub cap: Option<String>,
+}
+
+impl LandlockAbi {
+    /// Reads the kernel's ABI and the knob, as the helper does.
+    pub fn probe() -> LandlockAbi {
+        let kernel = landlock_rules::kernel_abi();
+        let cap = std::env::var(landlock_rules::ABI_CAP_ENV).ok();
+        LandlockAbi {
+            kernel,
+            used: landlock_rules::effective_abi(kernel, cap.as_deref()),
+            cap,
+        }
+    }
+}
+
 /// Everything `cordon doctor` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnosis {
+    /// The kernel release (`uname -r`).
+    pub kernel: String,
+    /// The Landlock ABI numbers.
+    pub landlock_abi: LandlockAbi,
     /// Kernel features, in table order.
     pub features: Vec<Feature>,
     /// Each preset, in documentation order.
@@ -601,6 +646,10 @@ impl Diagnosis {
             .iter()
             .any(|p| p.preset == default_preset && p.verdict == Verdict::Enforced);
         Diagnosis {
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|r| r.trim().to_owned())
+                .unwrap_or_else(|e| format!("unknown ({e})")),
+            landlock_abi: LandlockAbi::probe(),
             features,
             presets,
             default_preset,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, Context};
 
-use cordon::doctor::{self, Diagnosis, Feature, PresetCheck, Verdict};
+use cordon::doctor::{self, Diagnosis, PresetCheck, Verdict};
 
 /// Exit status when the default preset is not enforced in full here.
 const EXIT_NOT_FULLY_ENFORCED: u8 = 1;
@@ -58,7 +58,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 
 /// The table: features, presets, hints, verdict.
 fn render(d: &Diagnosis) -> String {
-    let mut out = String::new();
+    let mut out = format!("kernel {}\n\n", d.kernel);
     let width = d.features.iter().map(|f| f.name.len()).max().unwrap_or(0);
     out.push_str(&format!("{:width$}  available  what it gives\n", "feature"));
     for f in &d.features {
@@ -83,15 +83,22 @@ fn render(d: &Diagnosis) -> String {
             out.push_str(&format!("{:width$}  {:11}    {line}\n", "", ""));
         }
     }
-    let missing: Vec<&Feature> = d.features.iter().filter(|f| f.hint.is_some()).collect();
-    if !missing.is_empty() {
+    // One line per fix: several features often share one (every namespace needs the user
+    // namespace).
+    let mut hints: Vec<(Vec<&str>, &str)> = Vec::new();
+    for f in &d.features {
+        let Some(hint) = f.hint.as_deref() else {
+            continue;
+        };
+        match hints.iter_mut().find(|(_, h)| *h == hint) {
+            Some((names, _)) => names.push(&f.name),
+            None => hints.push((vec![&f.name], hint)),
+        }
+    }
+    if !hints.is_empty() {
         out.push_str("\nhints\n");
-        for f in missing {
-            out.push_str(&format!(
-                "  {}: {}\n",
-                f.name,
-                f.hint.as_deref().unwrap_or_default()
-            ));
+        for (names, hint) in hints {
+            out.push_str(&format!("  {}: {hint}\n", names.join(", ")));
         }
     }
     out.push('\n');
