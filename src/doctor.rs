@@ -241,9 +241,7 @@ fn namespace_features() -> Vec<Feature> {
         // The probe's reason reads "<what it found>; <what to change>".
         match reason.split_once("; ") {
             Some((_, fix)) => fix.to_owned(),
-            None => userns::UNSHARE_HINT
-                .trim_start_matches("; ")
-                .to_owned(),
+            None => userns::UNSHARE_HINT.trim_start_matches("; ").to_owned(),
         }
     };
     let mut features = vec![Feature {
@@ -343,8 +341,7 @@ fn probe_unshare(flag: libc::c_int) -> libc::c_int {
 /// fresh proc mounted over `/proc` in the private mount namespace (as the helper mounts it).
 fn probe_proc_mount(_: libc::c_int) -> libc::c_int {
     // SAFETY: unshare only changes this (throwaway) process's namespace membership.
-    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID) } != 0
-    {
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID) } != 0 {
         return last_errno();
     }
     // SAFETY: fork in a single-threaded child; the grandchild makes raw system calls only.
@@ -542,7 +539,10 @@ async fn check_policy(
             effect: layer_loss(layer).into(),
         })
         .collect();
-    let verdict = match (&refusal, receipt.downgrades.is_empty() && missing_layers.is_empty()) {
+    let verdict = match (
+        &refusal,
+        receipt.downgrades.is_empty() && missing_layers.is_empty(),
+    ) {
         (Some(_), _) => Verdict::Refused,
         (None, true) => Verdict::Enforced,
         (None, false) => Verdict::Downgraded,
@@ -592,7 +592,10 @@ async fn run_true(
         (_, Some(receipt)) => Ok(receipt),
         (outcome, None) => Err((
             SetupStep::Parent(crate::exec::ParentStep::HelperSilent),
-            format!("the helper reported no confinement (outcome {})", outcome.kind()),
+            format!(
+                "the helper reported no confinement (outcome {})",
+                outcome.kind()
+            ),
         )),
     }
 }

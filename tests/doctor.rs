@@ -106,7 +106,8 @@ fn here_every_feature_is_available_and_the_default_preset_is_enforced() {
         ("full-access", "unsandboxed"),
     ] {
         assert!(
-            text.lines().any(|l| l.starts_with(&format!("{preset:15}  {verdict} "))),
+            text.lines()
+                .any(|l| l.starts_with(&format!("{preset:15}  {verdict} "))),
             "{preset} {verdict}: {text}"
         );
     }
@@ -119,7 +120,9 @@ fn here_every_feature_is_available_and_the_default_preset_is_enforced() {
 #[test]
 fn without_user_namespaces_the_namespace_rows_are_unavailable_with_the_hint_and_exit_1() {
     let tree = Tree::new();
-    let out = common::without_userns(&doctor(&tree, &[])).output().unwrap();
+    let out = common::without_userns(&doctor(&tree, &[]))
+        .output()
+        .unwrap();
     let text = common::stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     for (name, available) in feature_rows(&out) {
@@ -141,14 +144,16 @@ fn without_user_namespaces_the_namespace_rows_are_unavailable_with_the_hint_and_
         "{text}"
     );
     assert!(
-        text.lines().any(|l| l.starts_with("workspace-write  downgraded ")),
+        text.lines()
+            .any(|l| l.starts_with("workspace-write  downgraded ")),
         "{text}"
     );
     assert!(
         text.contains("no pid_namespace: a process that leaves the command's process group (setsid, a double-forked daemon) survives a timeout, a cancellation or cordon's death"),
         "{text}"
     );
-    assert!(text.ends_with("the default preset (workspace-write) is NOT fully enforced here (exit 1)\n"));
+    assert!(text
+        .ends_with("the default preset (workspace-write) is NOT fully enforced here (exit 1)\n"));
 
     // The same in JSON: the helper ran, with Landlock and seccomp but no namespace.
     let out = common::without_userns(&doctor(&tree, &["--json"]))
@@ -161,7 +166,13 @@ fn without_user_namespaces_the_namespace_rows_are_unavailable_with_the_hint_and_
     assert_eq!(ws["verdict"], "downgraded");
     assert_eq!(
         ws["layers"],
-        serde_json::json!(["capabilities", "no_new_privs", "landlock_fs", "landlock_scope", "seccomp"])
+        serde_json::json!([
+            "capabilities",
+            "no_new_privs",
+            "landlock_fs",
+            "landlock_scope",
+            "seccomp"
+        ])
     );
     let missing: Vec<&str> = ws["missing_layers"]
         .as_array()
@@ -171,7 +182,12 @@ fn without_user_namespaces_the_namespace_rows_are_unavailable_with_the_hint_and_
         .collect();
     assert_eq!(
         missing,
-        ["user_namespace", "pid_namespace", "mount_namespace", "ipc_namespace"]
+        [
+            "user_namespace",
+            "pid_namespace",
+            "mount_namespace",
+            "ipc_namespace"
+        ]
     );
 }
 
@@ -251,7 +267,8 @@ fn json_is_one_object_with_exact_keys() {
     assert_eq!(common::stdout(&out).lines().count(), 1);
     let d = json(&out);
     let keys = |v: &Value| -> BTreeSet<String> { v.as_object().unwrap().keys().cloned().collect() };
-    let set = |names: &[&str]| -> BTreeSet<String> { names.iter().map(|s| (*s).to_owned()).collect() };
+    let set =
+        |names: &[&str]| -> BTreeSet<String> { names.iter().map(|s| (*s).to_owned()).collect() };
     assert_eq!(
         keys(&d),
         set(&[
@@ -266,15 +283,25 @@ fn json_is_one_object_with_exact_keys() {
     assert_eq!(keys(&d["landlock_abi"]), set(&["kernel", "used", "cap"]));
     assert_eq!(d["default_preset"], "workspace-write");
     let features = d["features"].as_array().unwrap();
-    let names: Vec<&str> = features.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = features
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, FEATURES);
     for f in features {
-        assert_eq!(keys(f), set(&["name", "available", "detail", "hint"]), "{f}");
+        assert_eq!(
+            keys(f),
+            set(&["name", "available", "detail", "hint"]),
+            "{f}"
+        );
         // A hint exactly where the feature is missing.
         assert_eq!(f["available"] == false, !f["hint"].is_null(), "{f}");
     }
     let presets = d["presets"].as_array().unwrap();
-    let names: Vec<&str> = presets.iter().map(|p| p["preset"].as_str().unwrap()).collect();
+    let names: Vec<&str> = presets
+        .iter()
+        .map(|p| p["preset"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["read-only", "workspace-write", "full-access"]);
     for p in presets {
         assert_eq!(
@@ -294,7 +321,11 @@ fn json_is_one_object_with_exact_keys() {
         );
     }
     assert_eq!(preset(&d, "full-access")["verdict"], "unsandboxed");
-    let exit = if d["default_fully_enforced"] == true { 0 } else { 1 };
+    let exit = if d["default_fully_enforced"] == true {
+        0
+    } else {
+        1
+    };
     assert_eq!(out.status.code(), Some(exit));
 }
 

@@ -101,7 +101,9 @@ fn deny_read_without_user_namespaces_is_announced_before_the_output() {
     assert_eq!(code, 0, "{lines:#?}");
     assert!(!lines.contains(&secret_line), "{lines:#?}");
     assert!(
-        !lines.iter().any(|l| l.contains(&secret.display().to_string())),
+        !lines
+            .iter()
+            .any(|l| l.contains(&secret.display().to_string())),
         "{lines:#?}"
     );
     let output: Vec<&String> = lines
@@ -117,8 +119,15 @@ fn a_capped_landlock_abi_is_announced_before_the_output_under_report() {
     let tree = Tree::new();
     let profile = profile(&tree, "enforcement = \"report\"\n");
     let mut cmd = tree.cordon();
-    cmd.env("CORDON_LANDLOCK_ABI_MAX", "3")
-        .args(["run", "-p", &profile, "--", "sh", "-c", "echo out; echo err >&2"]);
+    cmd.env("CORDON_LANDLOCK_ABI_MAX", "3").args([
+        "run",
+        "-p",
+        &profile,
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2",
+    ]);
     let (lines, code) = merged(&tree, cmd);
     assert_eq!(code, 0, "{lines:#?}");
     assert_eq!(
@@ -134,7 +143,15 @@ fn a_capped_landlock_abi_is_announced_before_the_output_under_report() {
 
     // Without the cap the same profile has nothing to announce.
     let mut cmd = tree.cordon();
-    cmd.args(["run", "-p", &profile, "--", "sh", "-c", "echo out; echo err >&2"]);
+    cmd.args([
+        "run",
+        "-p",
+        &profile,
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2",
+    ]);
     let (lines, code) = merged(&tree, cmd);
     assert_eq!(code, 0);
     assert_eq!(lines, ["out", "err"]);

@@ -102,9 +102,8 @@ pub(super) async fn run(
     // A blocking read is fine: the status pipe reaches end of file at the helper's execve or
     // exit, and the helper does neither fork nor wait on anything we control.
     let hook = request.on_confined.clone();
-    let status_task = status_read.map(|(file, hold)| {
-        tokio::task::spawn_blocking(move || read_status(file, hold, hook))
-    });
+    let status_task = status_read
+        .map(|(file, hold)| tokio::task::spawn_blocking(move || read_status(file, hold, hook)));
     let _stdin_task = match (&request.stdin, child.stdin.take()) {
         (StdinSource::Bytes(bytes), Some(mut pipe)) => {
             let bytes = bytes.clone();
@@ -294,23 +293,17 @@ fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> i
     let (mut command, status, passed) = match (&request.policy, &config.helper) {
         (Some(policy), Some(helper)) => {
             let launch = match request.on_confined {
-                Some(_) => helper.command_held(
-                    policy,
-                    &request.cwd,
-                    &request.argv,
-                    &request.pass_fds,
-                ),
-                None => helper.command_with_fds(
-                    policy,
-                    &request.cwd,
-                    &request.argv,
-                    &request.pass_fds,
-                ),
+                Some(_) => {
+                    helper.command_held(policy, &request.cwd, &request.argv, &request.pass_fds)
+                }
+                None => {
+                    helper.command_with_fds(policy, &request.cwd, &request.argv, &request.pass_fds)
+                }
             }
-                .map_err(|e| match e {
-                    crate::helper::HelperError::Pipe(io) => io,
-                    other => io::Error::other(other.to_string()),
-                })?;
+            .map_err(|e| match e {
+                crate::helper::HelperError::Pipe(io) => io,
+                other => io::Error::other(other.to_string()),
+            })?;
             (launch.command, Some(launch.status), Vec::new())
         }
         _ => {
