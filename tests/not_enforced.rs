@@ -195,3 +195,68 @@ fn a_capped_landlock_abi_under_the_default_profile_refuses_and_runs_nothing() {
     assert_eq!((code, lines), (0, vec!["out".to_owned()]));
     assert!(marker.exists());
 }
+
+/// The helper itself holds the command back until the parent has shown the downgrades: with
+/// the hold pipe's write end still open nothing runs; closing it lets the command run. Without
+/// downgrades there is nothing to show and the helper does not wait.
+#[test]
+fn the_helper_waits_for_the_hold_pipe_only_when_there_are_downgrades() {
+    use std::io::{BufRead, BufReader};
+    use std::time::Duration;
+
+    use cordon::helper::Helper;
+    use cordon::sandbox::status::StatusRecord;
+    use cordon::sandbox::SandboxPolicy;
+
+    let tree = Tree::new();
+    let marker = tree.outside.join("ran");
+    let policy = SandboxPolicy::from_json(&format!(
+        r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{:?}]}},"network":{{"mode":"denied"}},"enforcement":{{"missing_layer":"report","carve_outs":"report"}}}}"#,
+        tree.outside.display()
+    ))
+    .unwrap();
+    let helper = Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon"));
+    let argv = [
+        "sh".into(),
+        "-c".into(),
+        format!("echo ran > {}", marker.display()).into(),
+    ];
+    for (cap, waits) in [(Some("3"), true), (None, false)] {
+        let _ = std::fs::remove_file(&marker);
+        let mut launch = helper
+            .command_held(&policy, &tree.cwd, &argv, &[])
+            .expect("launch");
+        launch.command.env_remove("CORDON_LANDLOCK_ABI_MAX");
+        if let Some(cap) = cap {
+            launch.command.env("CORDON_LANDLOCK_ABI_MAX", cap);
+        }
+        let mut child = launch.command.spawn().expect("spawn the helper");
+        let (read, hold) = launch.status.into_read_end_and_hold();
+        let mut first = String::new();
+        let mut reader = BufReader::new(read);
+        reader.read_line(&mut first).expect("the confined record");
+        let Ok(StatusRecord::Confined(receipt)) = serde_json::from_str(&first) else {
+            panic!("not a confined record: {first}");
+        };
+        assert_eq!(!receipt.downgrades.is_empty(), waits, "{first}");
+        if waits {
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(
+                !marker.exists(),
+                "the command ran before the hold was released"
+            );
+        } else {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !marker.exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(
+                marker.exists(),
+                "without downgrades the helper must not wait"
+            );
+        }
+        drop(hold);
+        assert!(child.wait().unwrap().success());
+        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+    }
+}

@@ -641,3 +641,78 @@ pub fn describe_errno(errno: i32) -> String {
         None => text,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, SetupError> {
+        Args::parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn hold_fd_needs_a_status_fd_and_a_number_of_its_own() {
+        let ok = parse(&[
+            "--policy",
+            "{}",
+            "--status-fd",
+            "3",
+            "--hold-fd",
+            "4",
+            "--",
+            "true",
+        ]);
+        assert_eq!(ok.unwrap().hold_fd, Some(4));
+        let cases: [(&[&str], &str); 4] = [
+            (
+                &["--policy", "{}", "--hold-fd", "4", "--", "true"],
+                "--hold-fd needs a --status-fd",
+            ),
+            (
+                &[
+                    "--policy",
+                    "{}",
+                    "--status-fd",
+                    "3",
+                    "--hold-fd",
+                    "3",
+                    "--",
+                    "true",
+                ],
+                "--hold-fd 3 is also the --status-fd or a --pass-fd",
+            ),
+            (
+                &[
+                    "--policy",
+                    "{}",
+                    "--status-fd",
+                    "3",
+                    "--pass-fd",
+                    "5",
+                    "--hold-fd",
+                    "5",
+                    "--",
+                    "true",
+                ],
+                "--hold-fd 5 is also the --status-fd or a --pass-fd",
+            ),
+            (
+                &[
+                    "--policy",
+                    "{}",
+                    "--status-fd",
+                    "3",
+                    "--hold-fd",
+                    "2",
+                    "--",
+                    "true",
+                ],
+                "--hold-fd \"2\" is not a descriptor number above 2",
+            ),
+        ];
+        for (args, message) in cases {
+            let err = parse(args).err().expect("refused");
+            assert!(err.to_string().starts_with(message), "{args:?}: {err}");
+        }
+    }
+}
