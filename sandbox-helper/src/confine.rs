@@ -711,7 +711,7 @@ mod tests {
             ),
         ];
         for (args, message) in cases {
-            let err = parse(args).err().expect("refused");
+            let err = parse(args).expect_err("refused");
             assert!(err.to_string().starts_with(message), "{args:?}: {err}");
         }
     }
