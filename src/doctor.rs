@@ -660,3 +660,29 @@ impl Diagnosis {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_landlock_abi_the_helper_knows_has_a_row_in_order() {
+        let numbers: Vec<u32> = LANDLOCK_ABI_LEVELS.iter().map(|l| l.abi).collect();
+        let expected: Vec<u32> = (1..=landlock_rules::MAX_LANDLOCK_ABI).collect();
+        assert_eq!(numbers, expected);
+        assert!(LANDLOCK_ABI_LEVELS.iter().all(|l| !l.adds.is_empty()));
+    }
+
+    #[test]
+    fn every_missing_namespace_layer_says_what_it_costs() {
+        for layer in [
+            Layer::UserNamespace,
+            Layer::PidNamespace,
+            Layer::MountNamespace,
+            Layer::IpcNamespace,
+            Layer::NetNamespace,
+        ] {
+            assert!(!layer_loss(layer).is_empty(), "{layer:?}");
+        }
+    }
+}
