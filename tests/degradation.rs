@@ -800,3 +800,63 @@ fn every_profile_under_every_abi_cap_with_and_without_user_namespaces() {
         problems.join("\n")
     );
 }
+
+/// `read-only` is strict (`enforcement` refuses whatever is missing): with no Landlock at all it
+/// refuses with 125 in plain mode too, in one line naming the missing restriction and the
+/// fix, and runs nothing; the same command under the kernel's own ABI runs.
+#[test]
+fn read_only_without_landlock_refuses_and_runs_nothing() {
+    require_landlock!(7);
+    let tree = Tree::new();
+    let marker = tree.outside.join("ran");
+    let script = format!("echo ran > {}", marker.display());
+    let run = |abi: &str| {
+        tree.cordon()
+            .args(["run", "-p", "read-only", "--", "sh", "-c", &script])
+            .env(ABI_KNOB, abi)
+            .output()
+            .unwrap()
+    };
+    let out = run("0");
+    assert_eq!(out.status.code(), Some(125), "{}", common::stderr(&out));
+    assert_eq!(
+        common::stderr(&out),
+        "cordon: sandbox setup failed at step enforcement: refusing to run: landlock_filesystem \
+         cannot be enforced (filesystem access is not restricted at all: the kernel has no \
+         Landlock); set enforcement to \"report\" to run without it\n"
+    );
+    assert_eq!(common::stdout(&out), "");
+    assert!(!marker.exists(), "the command ran");
+    // The harmless counterpart: the same command confined, whose write is denied, ran (the
+    // shell's own message) and exits with the shell's code.
+    let out = run("7");
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(!marker.exists());
+    assert!(
+        common::stderr(&out).contains(&format!("{}: ", marker.display())),
+        "{}",
+        common::stderr(&out)
+    );
+}
+
+/// `full-access` never starts the helper, whatever the kernel offers: no receipt, the fixed
+/// `mode: none` record, and one line on stderr saying so in plain mode.
+#[test]
+fn full_access_never_has_a_receipt() {
+    let tree = Tree::new();
+    for abi in ["0", "7"] {
+        let out = tree
+            .cordon()
+            .args(["run", "-p", "full-access", "--", "sh", "-c"])
+            .arg("echo ${CORDON_SANDBOX:-unset}")
+            .env(ABI_KNOB, abi)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(common::stdout(&out), "unset\n");
+        assert_eq!(
+            common::stderr(&out).lines().next(),
+            Some("cordon: full-access profile: running without any sandbox")
+        );
+    }
+}
