@@ -244,10 +244,14 @@ enum Guard {
     Landlock(&'static str, &'static str),
     /// The seccomp filter, in force in every sandboxed cell whatever the ABI.
     Seccomp(&'static str),
+    /// Landlock ABI 1 exactly: it cannot grant LANDLOCK_ACCESS_FS_REFER (ABI 2), so moving or
+    /// linking a file into another directory fails even inside a writable root. A loss of
+    /// function, not of confinement, so the receipt lists no downgrade for it.
+    Abi1Reparenting(&'static str),
 }
 
 /// The probes, run in one python process per cell; each is observable from outside.
-const PROBES: [&str; 8] = [
+const PROBES: [&str; 9] = [
     // The harmless counterpart: a new file in the working directory (absent after a refusal).
     "marker",
     // A new file outside every root.
@@ -264,6 +268,8 @@ const PROBES: [&str; 8] = [
     "tcp_blocked",
     // SIGUSR1 to an outside process of the same user: the ABI 6 scope.
     "signal",
+    // Moving `a/f` to `b/f` inside the working directory: must work wherever it is writable.
+    "move_between_dirs",
 ];
 
 /// What stops `probe` under `profile`, given the resolved policy's hidden paths.
@@ -296,6 +302,8 @@ fn guards(probe: &str, profile: &Sandboxed, ssh_hidden: bool) -> Vec<Guard> {
             Namespaces("ESRCH"),
             Landlock("landlock_scope_signal", "EPERM"),
         ],
+        "move_between_dirs" if profile.writes_cwd => vec![Abi1Reparenting("EXDEV")],
+        "move_between_dirs" => outside_roots,
         _ => unreachable!("unknown probe {probe}"),
     }
 }
@@ -348,6 +356,7 @@ print(json.dumps({
     "tcp_allowed": attempt(connect(allowed)),
     "tcp_blocked": attempt(connect(blocked)),
     "signal": attempt(lambda: os.kill(int(pid), signal.SIGUSR1)),
+    "move_between_dirs": attempt(lambda: os.rename(cwd + "/a/f", cwd + "/b/f")),
     "sandbox_env": os.environ.get("CORDON_SANDBOX", "unset"),
 }))
 "#;
@@ -399,6 +408,9 @@ impl Fixture {
         fs::create_dir(tree.home.join(".ssh")).unwrap();
         fs::write(tree.home.join(".ssh/id_test"), SECRET).unwrap();
         fs::write(tree.outside.join("victim"), VICTIM).unwrap();
+        fs::create_dir(tree.cwd.join("a")).unwrap();
+        fs::create_dir(tree.cwd.join("b")).unwrap();
+        fs::write(tree.cwd.join("a/f"), "moved\n").unwrap();
         let allowed = TcpListener::bind("127.0.0.1:0").unwrap();
         let blocked = TcpListener::bind("127.0.0.1:0").unwrap();
         let target = Command::new("sleep")
@@ -471,6 +483,7 @@ impl Fixture {
             ("tcp_allowed", accepted(&self.allowed)),
             ("tcp_blocked", accepted(&self.blocked)),
             ("signal", died_of_sigusr1(&mut self.target)),
+            ("move_between_dirs", tree.cwd.join("b/f").exists()),
         ])
     }
 }
@@ -583,6 +596,7 @@ fn expected_probes(cell: &Cell, ssh_hidden: bool) -> BTreeMap<&'static str, Stri
                             (cell.abi >= since(restriction)).then_some(errno)
                         }
                         Guard::Seccomp(errno) => Some(errno),
+                        Guard::Abi1Reparenting(errno) => (cell.abi == 1).then_some(errno),
                     })
                     .unwrap_or(unguarded(probe)),
             };
