@@ -242,7 +242,7 @@ impl Env {
                 layer_downgrades.push(Downgrade {
                     restriction: "network_loopback".into(),
                     reason: format!(
-                        "a private loopback network needs a network namespace: {}; the network is denied instead",
+                        "a private loopback network needs a network namespace: {}; under enforcement = \"report\" the network is denied instead",
                         missing.reason
                     ),
                 });
