@@ -251,7 +251,7 @@ enum Guard {
 }
 
 /// The probes, run in one python process per cell; each is observable from outside.
-const PROBES: [&str; 9] = [
+const PROBES: [&str; 10] = [
     // The harmless counterpart: a new file in the working directory (absent after a refusal).
     "marker",
     // A new file outside every root.
@@ -270,6 +270,8 @@ const PROBES: [&str; 9] = [
     "signal",
     // Moving `a/f` to `b/f` inside the working directory: must work wherever it is writable.
     "move_between_dirs",
+    // Reading the outside process's command line: unmediated without a private /proc.
+    "proc_cmdline",
 ];
 
 /// What stops `probe` under `profile`, given the resolved policy's hidden paths.
@@ -304,6 +306,8 @@ fn guards(probe: &str, profile: &Sandboxed, ssh_hidden: bool) -> Vec<Guard> {
         ],
         "move_between_dirs" if profile.writes_cwd => vec![Abi1Reparenting("EXDEV")],
         "move_between_dirs" => outside_roots,
+        // Not in the pid namespace's /proc; Landlock grants `/`, and /proc with it.
+        "proc_cmdline" => vec![Namespaces("ENOENT")],
         _ => unreachable!("unknown probe {probe}"),
     }
 }
@@ -357,6 +361,7 @@ print(json.dumps({
     "tcp_blocked": attempt(connect(blocked)),
     "signal": attempt(lambda: os.kill(int(pid), signal.SIGUSR1)),
     "move_between_dirs": attempt(lambda: os.rename(cwd + "/a/f", cwd + "/b/f")),
+    "proc_cmdline": attempt(lambda: open("/proc/" + pid + "/cmdline", "rb").read()),
     "sandbox_env": os.environ.get("CORDON_SANDBOX", "unset"),
 }))
 "#;
@@ -735,9 +740,10 @@ fn check(cell: &Cell) -> Vec<String> {
                 sandbox["landlock_abi"].to_string(),
                 cell.abi.to_string(),
             );
-            // Only the mount layer stops chmod, chown, utime and xattr changes.
+            // Only the namespace layer stops chmod, chown, utime and xattr changes, shows a
+            // /proc of the sandbox's own processes and ends every descendant.
             let unmediated = sandbox["unmediated"].as_array().map_or(0, Vec::len);
-            let want_unmediated = if cell.userns { 0 } else { 4 };
+            let want_unmediated = if cell.userns { 0 } else { 6 };
             expect(
                 "unmediated",
                 unmediated.to_string(),
@@ -836,8 +842,9 @@ fn read_only_without_landlock_refuses_and_runs_nothing() {
     assert_eq!(
         common::stderr(&out),
         "cordon: sandbox setup failed at step enforcement: refusing to run: landlock_filesystem \
-         cannot be enforced (filesystem access is not restricted at all: the kernel has no \
-         Landlock); set enforcement to \"report\" to run without it\n"
+         cannot be enforced (filesystem access is not restricted at all, nor /proc/PID/mem and \
+         environ of the user's processes outside the sandbox: the kernel has no Landlock); set \
+         enforcement to \"report\" to run without it\n"
     );
     assert_eq!(common::stdout(&out), "");
     assert!(!marker.exists(), "the command ran");
