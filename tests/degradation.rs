@@ -115,7 +115,7 @@ struct Sandboxed {
     net: Net,
     /// Whether the resolved policy must hide `~/.ssh` (checked, so the secret probe below
     /// cannot pass by the profile never asking).
-    hides_ssh: bool,
+    must_hide_ssh: bool,
 }
 
 /// A user profile as the issue describes it: the default plus a hidden `~/.ssh` and a TCP
@@ -138,7 +138,7 @@ const PROFILES: [Profile; 8] = [
             carve_outs: On::Refuse,
             writes_cwd: false,
             net: Net::Denied,
-            hides_ssh: false,
+            must_hide_ssh: false,
         }),
     },
     // The default: missing Landlock levels refuse, its own carve-outs (`.git`, ...) are
@@ -152,7 +152,7 @@ const PROFILES: [Profile; 8] = [
             carve_outs: On::Report,
             writes_cwd: true,
             net: Net::Denied,
-            hides_ssh: false,
+            must_hide_ssh: false,
         }),
     },
     // No sandbox: every cell runs, unconfined, and says so.
@@ -173,7 +173,7 @@ const PROFILES: [Profile; 8] = [
             carve_outs: On::Report,
             writes_cwd: true,
             net: Net::Ports,
-            hides_ssh: true,
+            must_hide_ssh: true,
         }),
     },
     // The same with `enforcement = "report"`: every cell runs, and the receipt lists every
@@ -187,7 +187,7 @@ const PROFILES: [Profile; 8] = [
             carve_outs: On::Report,
             writes_cwd: true,
             net: Net::Ports,
-            hides_ssh: true,
+            must_hide_ssh: true,
         }),
     },
     // The same with `enforcement = "refuse"`: without user namespaces its carve-outs refuse.
@@ -200,7 +200,7 @@ const PROFILES: [Profile; 8] = [
             carve_outs: On::Refuse,
             writes_cwd: true,
             net: Net::Ports,
-            hides_ssh: true,
+            must_hide_ssh: true,
         }),
     },
     // The default with a private loopback network: without user namespaces there is no network
@@ -215,7 +215,7 @@ const PROFILES: [Profile; 8] = [
             carve_outs: On::Report,
             writes_cwd: true,
             net: Net::Loopback,
-            hides_ssh: false,
+            must_hide_ssh: false,
         }),
     },
     // The same under `report`: without user namespaces it runs with the network denied.
@@ -228,7 +228,7 @@ const PROFILES: [Profile; 8] = [
             carve_outs: On::Report,
             writes_cwd: true,
             net: Net::Loopback,
-            hides_ssh: false,
+            must_hide_ssh: false,
         }),
     },
 ];
@@ -623,7 +623,7 @@ fn check(cell: &Cell) -> Vec<String> {
     };
     let home_ssh = fixture.tree.home.join(".ssh").display().to_string();
     let ssh_hidden = profile.sandbox.is_some() && paths(&policy, "deny_read").contains(&home_ssh);
-    if profile.sandbox.is_some_and(|s| s.hides_ssh) && !ssh_hidden {
+    if profile.sandbox.is_some_and(|s| s.must_hide_ssh) && !ssh_hidden {
         expect("deny_read has ~/.ssh", "false".into(), "true".into());
     }
     if profile.sandbox.is_some_and(|s| s.writes_cwd) {
