@@ -363,6 +363,7 @@ print(json.dumps({
     "move_between_dirs": attempt(lambda: os.rename(cwd + "/a/f", cwd + "/b/f")),
     "proc_cmdline": attempt(lambda: open("/proc/" + pid + "/cmdline", "rb").read()),
     "sandbox_env": os.environ.get("CORDON_SANDBOX", "unset"),
+    "network_env": os.environ.get("CORDON_SANDBOX_NETWORK_DISABLED", "unset"),
 }))
 "#;
 
@@ -775,6 +776,16 @@ fn check(cell: &Cell) -> Vec<String> {
         expect(
             "CORDON_SANDBOX",
             printed["sandbox_env"].to_string(),
+            format!("{env:?}"),
+        );
+        // A loopback network without its namespace is a denied one, and says so to the command.
+        let network_denied = profile
+            .sandbox
+            .is_some_and(|s| s.net == Net::Denied || (s.net == Net::Loopback && !cell.userns));
+        let env = if network_denied { "1" } else { "unset" };
+        expect(
+            "CORDON_SANDBOX_NETWORK_DISABLED",
+            printed["network_env"].to_string(),
             format!("{env:?}"),
         );
     }
