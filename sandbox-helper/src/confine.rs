@@ -32,14 +32,17 @@ pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 /// Exit code when the program was not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
 
-/// Operations no layer of this helper mediates without the mount layer, listed in every
-/// receipt of a run without it (with it, everything outside the writable roots is read-only
-/// at the mount level, which refuses all four).
-pub const UNMEDIATED: [&str; 4] = [
+/// What no layer of this helper stops without the namespace layer, listed in every receipt of
+/// a run without it: with it, everything outside the writable roots is read-only at the mount
+/// level, which refuses the first four, `/proc` is the pid namespace's own, and the init kills
+/// every descendant.
+pub const UNMEDIATED: [&str; 6] = [
     "chmod/fchmod on files the user owns outside writable roots, except the setuid and setgid bits, which seccomp refuses (Landlock does not mediate chmod)",
     "chown/fchown (Landlock does not mediate it; capabilities are dropped, so only no-op changes succeed)",
     "utime/utimensat on files the user owns outside writable roots (Landlock does not mediate it)",
     "setxattr/removexattr on files the user owns outside writable roots (Landlock does not mediate it)",
+    "/proc lists every process of the machine with its command line (a private /proc needs the pid namespace)",
+    "a process that calls setsid and leaves the process group survives the run (only a pid namespace ends every descendant)",
 ];
 
 /// Listed in the receipt when `tcp_bind` is set: the kernel's autobind on `listen` skips the
@@ -266,7 +269,7 @@ impl Env {
                 layer_downgrades.push(Downgrade {
                     restriction: "network_loopback".into(),
                     reason: format!(
-                        "a private loopback network needs a network namespace: {}; the network is denied instead",
+                        "a private loopback network needs a network namespace: {}; under enforcement = \"report\" the network is denied instead",
                         missing.reason
                     ),
                 });

@@ -144,7 +144,7 @@ pub fn downgrades(policy: &SandboxPolicy, abi: u32) -> Vec<Downgrade> {
     missing(
         "landlock_filesystem",
         1,
-        "filesystem access is not restricted at all",
+        "filesystem access is not restricted at all, nor /proc/PID/mem and environ of the user's processes outside the sandbox",
     );
     missing(
         "landlock_truncate",
