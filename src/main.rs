@@ -152,7 +152,7 @@ fn main() -> ExitCode {
             match run(args) {
                 Ok(code) => code,
                 Err(e) => {
-                    let message = format!("{e:#}");
+                    let message = one_line(&e);
                     eprintln!("cordon: {message}");
                     if json {
                         println!("{}", report::rejected_json(&message));
@@ -164,18 +164,34 @@ fn main() -> ExitCode {
         Command::Doctor(args) => match doctor_cli::run(args) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("cordon: {e:#}");
+                eprintln!("cordon: {}", one_line(&e));
                 ExitCode::from(EXIT_CORDON)
             }
         },
         Command::Snapshot(command) => match snapshot_cli::run(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("cordon: {e:#}");
+                eprintln!("cordon: {}", one_line(&e));
                 ExitCode::from(EXIT_CORDON)
             }
         },
     }
+}
+
+/// An error and its causes on one line, each cause once: the library's errors already quote
+/// their source in their own message, which `{:#}` would repeat.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 fn exit_code(code: i32) -> ExitCode {

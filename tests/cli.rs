@@ -95,6 +95,11 @@ fn bad_input_exits_125_and_runs_nothing() {
             "{args:?}: one line expected: {err}"
         );
         assert!(err.contains(expected), "{args:?}: {err}");
+        // Each cause once: a library error that quotes its source is not followed by it again.
+        let causes: Vec<&str> = err.trim_end().split(": ").collect();
+        let mut unique = causes.clone();
+        unique.dedup();
+        assert_eq!(causes, unique, "{args:?}: a cause repeated: {err}");
         assert!(!marker.exists(), "{args:?} ran the command");
     }
     let out = tree.run(&[]);
