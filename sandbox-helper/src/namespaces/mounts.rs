@@ -1,6 +1,7 @@
 //! The mount view, built the way bubblewrap builds it: every source is cloned from the
-//! untouched tree first, a new root is assembled beside the old one, `pivot_root` moves into it
-//! and the old root is detached, so no path leads back to the host's mounts.
+//! untouched tree first, a new root is assembled on a clone stacked over the old one,
+//! `pivot_root` moves into it and the old root is detached, so no path leads back to the host's
+//! mounts.
 //!
 //! The view keeps every path where it was (Landlock rules and the working directory need no
 //! translation) and changes what the mounts allow:
@@ -41,7 +42,7 @@ pub struct ViewPlan {
     pub host_terminals: bool,
 }
 
-/// Where the new root is assembled, in the old tree.
+/// Where the tmpfs holding the empty file for hidden files goes, in the old tree.
 const STAGING: &str = "/dev";
 
 /// Devices every command gets, bound from the host (those the host lacks are left out).
@@ -280,6 +281,7 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     } else {
         Terminals::Private
     };
+    let needs_empty = entries.iter().any(|(_, e)| matches!(e, Entry::HideFile));
     // Parents before children, so that a deeper mount lands on top; entries under /dev and
     // /proc come after the private /dev and /proc, which would otherwise cover them.
     entries.sort_by(|a, b| a.0.cmp(&b.0));
@@ -287,29 +289,29 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
         .into_iter()
         .partition(|(p, _)| p.starts_with("/dev") || p.starts_with("/proc"));
 
-    // The staging tmpfs: the new root is assembled on it, beside the old one.
-    // On the old root's /dev: it exists on every Linux system (a /tmp may not), and its
-    // devices were cloned above; the old root and this with it are detached at the end.
-    let staging_path = Path::new(STAGING);
-    let staging = new_fs("tmpfs", &[("mode", "0700")], 0, staging_path)?;
-    let staging_point =
-        open_beneath(None, staging_path).map_err(|e| view_error("open", staging_path, e))?;
-    attach(&staging, &staging_point, staging_path)?;
-    make_dir(&staging, "newroot", staging_path)?;
-    make_file(&staging, "empty", staging_path)?;
+    // The empty file hidden files are covered with, on a small tmpfs made only when there is
+    // one to hide. On the old root's /dev: it exists on every Linux system (a /tmp may not),
+    // its devices were cloned above, and it is detached with the old root at the end. Before
+    // the new root is attached: from then on an absolute path would still start in the old.
+    let empty = if needs_empty {
+        Some(empty_file()?)
+    } else {
+        None
+    };
+    // The new root is assembled on the clone stacked over the old root, so it needs no
+    // staging filesystem of its own; `pivot_root` then swaps the two. The clone's own
+    // descriptor is the only way into it: a path from "/" still starts in the old root.
     attach(
         &base,
-        &open_at(&staging, "newroot", staging_path)?,
+        &open_beneath(None, Path::new("/")).map_err(|e| view_error("open", Path::new("/"), e))?,
         Path::new("/"),
     )?;
-    // The root of the clone just attached, not the staging directory below it.
-    let newroot = staging_path.join("newroot");
-    let root = open_beneath(None, &newroot).map_err(|e| view_error("open", &newroot, e))?;
-    let empty = open_at(&staging, "empty", staging_path)?;
+    let root = base;
+    let empty = empty.as_ref();
 
     let mut hidden: Vec<PathBuf> = Vec::new();
     for (path, entry) in early {
-        mount_entry(&root, &path, entry, &empty, &mut hidden)?;
+        mount_entry(&root, &path, entry, empty, &mut hidden)?;
     }
     build_dev(&root, devices, terminals)?;
     let downgrades = build_proc(&root)?;
@@ -317,7 +319,7 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     // then becomes read-only with the hidden directories.
     hidden.push(PathBuf::from("/dev"));
     for (path, entry) in late {
-        mount_entry(&root, &path, entry, &empty, &mut hidden)?;
+        mount_entry(&root, &path, entry, empty, &mut hidden)?;
     }
     // Hidden directories (and /dev) become read-only last, once the mount points of writable
     // roots below them exist.
@@ -327,6 +329,17 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     }
     enter_root(&root)?;
     Ok(downgrades)
+}
+
+/// A read-only-to-be empty file on a fresh tmpfs attached at [`STAGING`] in the old tree.
+fn empty_file() -> Result<OwnedFd, SetupError> {
+    let staging_path = Path::new(STAGING);
+    let staging = new_fs("tmpfs", &[("mode", "0700")], 0, staging_path)?;
+    let staging_point =
+        open_beneath(None, staging_path).map_err(|e| view_error("open", staging_path, e))?;
+    attach(&staging, &staging_point, staging_path)?;
+    make_file(&staging, "empty", staging_path)?;
+    open_at(&staging, "empty", staging_path)
 }
 
 /// Whether `path` lies strictly below one of the hidden directories, whose tmpfs may get the
@@ -339,7 +352,7 @@ fn mount_entry(
     root: &OwnedFd,
     path: &Path,
     entry: Entry,
-    empty: &OwnedFd,
+    empty: Option<&OwnedFd>,
     hidden: &mut Vec<PathBuf>,
 ) -> Result<(), SetupError> {
     match entry {
@@ -367,6 +380,14 @@ fn mount_entry(
         }
         Entry::HideFile => {
             let target = resolve(root, Path::new("/"), path, below(hidden, path), false)?;
+            // `build` makes the empty file whenever there is a HideFile entry.
+            let empty = empty.ok_or_else(|| {
+                view_error(
+                    "cover hidden file",
+                    path,
+                    io::Error::from_raw_os_error(libc::ENOENT),
+                )
+            })?;
             let file = clone_fd(
                 empty,
                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
@@ -409,10 +430,10 @@ fn build_dev(
             Ok(name) if name.components().count() == 1 => {
                 if is_dir {
                     make_dir(&dev, name, &path)?;
+                    open_at(&dev, name, &path)?
                 } else {
-                    make_file(&dev, name, &path)?;
+                    create_file(&dev, name, &path)?
                 }
-                open_at(&dev, name, &path)?
             }
             _ => resolve(&dev, dev_path, &path, true, is_dir)?,
         };
@@ -827,9 +848,14 @@ fn make_dir(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<(), S
 }
 
 fn make_file(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<(), SetupError> {
+    create_file(dir, name, path).map(drop)
+}
+
+/// Creates an empty file and returns its descriptor, which serves as a mount point as well as
+/// a path descriptor would (one `openat` instead of a create, a close and an open).
+fn create_file(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<OwnedFd, SetupError> {
     let c_name = cstring(name.as_ref().as_bytes(), path)?;
-    // SAFETY: openat creating a new file relative to a directory descriptor; the descriptor is
-    // closed right away.
+    // SAFETY: openat creating a new file relative to a directory descriptor.
     let fd = unsafe {
         libc::openat(
             dir.as_raw_fd(),
@@ -845,9 +871,8 @@ fn make_file(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<(), 
             io::Error::last_os_error(),
         ));
     }
-    // SAFETY: closing the descriptor just opened.
-    unsafe { libc::close(fd) };
-    Ok(())
+    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 fn open_at(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<OwnedFd, SetupError> {
