@@ -219,7 +219,8 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
 
     // The namespace's own copy of the host's tree, changed in place into the view (see the
     // module documentation for why this is bubblewrap's view without a second copy).
-    let root = open_beneath(None, Path::new("/")).map_err(|e| view_error("open", Path::new("/"), e))?;
+    let root =
+        open_beneath(None, Path::new("/")).map_err(|e| view_error("open", Path::new("/"), e))?;
     // Clone every source before anything covers it or makes it read-only (a hidden directory
     // covers what is below it, the private /dev the host's devices).
     let mut entries: Vec<(PathBuf, Entry)> = Vec::new();
