@@ -186,7 +186,7 @@ fn every_mount_outside_the_writable_roots_is_read_only_and_nothing_of_the_setup_
     let (_outside_dir, outside) = workdir();
     let secret = outside.join("token");
     fs::write(&secret, "t0k3n").unwrap();
-    let policy = policy(&w, &[], &[secret.clone()]);
+    let policy = policy(&w, &[], std::slice::from_ref(&secret));
     let script = format!(
         "cat /proc/self/mountinfo; echo ---; cat {secret:?}; echo ---; \
          (echo x > {secret:?}) 2>&1 | sed 's/.*: //'; echo ok > written",
