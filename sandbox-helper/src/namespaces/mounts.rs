@@ -358,7 +358,7 @@ fn empty_files(count: usize) -> Result<Vec<OwnedFd>, SetupError> {
     drop((empty, staging_point, staging));
     let c_path = cstring(staging_path.as_os_str().as_bytes(), staging_path)?;
     // SAFETY: umount2 of the tmpfs just attached there, the top mount at that path.
-    if unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) } != 0 {
+    if unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) } != 0 {
         return Err(view_error(
             "detach the staging tmpfs from",
             staging_path,
