@@ -175,3 +175,58 @@ fn devices_outside_dev_are_refused() {
     );
     assert!(!w.join("ran").exists());
 }
+
+/// The view is the namespace's copy of the tree changed in place: every mount the command can
+/// see outside its writable roots and its private `/dev/shm`, `/dev/pts` and `/proc` must be
+/// read-only, and the tmpfs the empty file for hidden files comes from must be gone again.
+#[test]
+fn every_mount_outside_the_writable_roots_is_read_only_and_nothing_of_the_setup_is_left() {
+    require_userns!();
+    let (_dir, w) = workdir();
+    let (_outside_dir, outside) = workdir();
+    let secret = outside.join("token");
+    fs::write(&secret, "t0k3n").unwrap();
+    let policy = policy(&w, &[], std::slice::from_ref(&secret));
+    let script = format!(
+        "cat /proc/self/mountinfo; echo ---; cat {secret:?}; echo ---; \
+         (echo x > {secret:?}) 2>&1 | sed 's/.*: //'; echo ok > written",
+        secret = secret.display().to_string()
+    );
+    let out = run("", &policy, &w, &script);
+    assert_eq!(out.status.code(), Some(0), "{}", command_output(&out));
+    let text = command_output(&out);
+    let parts: Vec<&str> = text.split("---\n").collect();
+    assert_eq!(parts.len(), 3, "{text}");
+    let writable = |point: &str| {
+        let point = Path::new(point);
+        point.starts_with(&w)
+            || point.starts_with("/dev/shm")
+            || point.starts_with("/dev/pts")
+            || point == Path::new("/proc")
+    };
+    let mut seen_root = false;
+    for line in parts[0].lines() {
+        // id parent major:minor root mount-point options ... - type source super-options
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (root, point, options) = (fields[3], fields[4], fields[5]);
+        let read_only = options.split(',').any(|o| o == "ro");
+        seen_root |= point == "/";
+        if !writable(point) {
+            assert!(
+                read_only,
+                "a writable mount outside the writable roots: {line}"
+            );
+        }
+        assert!(
+            !(root == "/" && line.contains("mode=700") && line.contains(" tmpfs ")),
+            "the staging tmpfs is still in the view: {line}"
+        );
+    }
+    assert!(seen_root, "{text}");
+    // The hidden file reads as empty and cannot be written, and outside it is unchanged.
+    assert_eq!(parts[1], "", "{text}");
+    assert_eq!(parts[2].trim(), "Read-only file system", "{text}");
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "t0k3n");
+    // Harmless counterpart: the writable root is writable, and seen so from outside.
+    assert_eq!(fs::read_to_string(w.join("written")).unwrap(), "ok\n");
+}

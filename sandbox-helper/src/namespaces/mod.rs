@@ -160,8 +160,10 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
         flags |= libc::CLONE_NEWNET;
     }
     unshare(flags, "mount, ipc and network namespaces")?;
-    // The view keeps every path where it was, so the working directory (which `pivot_root`
-    // resets) is entered again by name; an explicit `--cwd` is entered later anyway.
+    // The view keeps every path where it was, so the working directory is entered again by
+    // name: the directory this process is in may now lie under a mount bound over it (a
+    // writable root, a carve-out), and only the name leads to the mount on top. An explicit
+    // `--cwd` is entered later anyway.
     let cwd = std::env::current_dir().map_err(|source| SetupError::Init {
         what: "read the working directory",
         source,

@@ -1,6 +1,19 @@
-//! The mount view, built the way bubblewrap builds it: every source is cloned from the
-//! untouched tree first, a new root is assembled beside the old one, `pivot_root` moves into it
-//! and the old root is detached, so no path leads back to the host's mounts.
+//! The mount view. It is the one bubblewrap builds (the whole tree bound read-only, writable
+//! roots and carve-outs bound over it, a private `/dev` and `/proc`, nothing else reachable),
+//! built without bubblewrap's second copy of the tree: every source is cloned from the
+//! untouched tree first, then the namespace's own copy of the tree, private since the first
+//! step, is made read-only in place and the clones are attached over it.
+//!
+//! Why no `pivot_root`: bubblewrap assembles a new root beside the old one and detaches the old
+//! one because its new root holds only what was bound into it, and the old root everything
+//! else. Here the new root would be a recursive clone of the whole old one: the same mounts,
+//! with the same attributes set on every one of them, so detaching the old root would remove
+//! a duplicate and reach nothing less. Making that clone, detaching the old root (which waits
+//! for an RCU grace period) and tearing both down again was the largest single cost of the
+//! layer. What stays true: every mount reachable in the namespace is one of the namespace's
+//! own copies, read-only (and `nosuid,nodev`) unless it is a writable root, and the mounts the
+//! private `/dev` and `/proc` cover stay covered (the copies the kernel made for a user
+//! namespace are locked to their parents: nobody can unmount them to reveal what is under).
 //!
 //! The view keeps every path where it was (Landlock rules and the working directory need no
 //! translation) and changes what the mounts allow:
@@ -41,7 +54,8 @@ pub struct ViewPlan {
     pub host_terminals: bool,
 }
 
-/// Where the new root is assembled, in the old tree.
+/// Where the tmpfs holding the empty file for hidden files is attached while it is cloned: a
+/// directory every Linux system has (a /tmp may not), covered by the private /dev anyway.
 const STAGING: &str = "/dev";
 
 /// Devices every command gets, bound from the host (those the host lacks are left out).
@@ -197,20 +211,18 @@ enum Entry {
     HideFile,
 }
 
-/// Builds the view and moves into it. Runs in the init, in its new mount namespace, holding
+/// Builds the view in place. Runs in the init, in its new mount namespace, holding
 /// the capabilities of the new user namespace. Returns what it had to leave out.
 pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, SetupError> {
     // Before any mount: nothing done here may propagate back to the host's namespace.
     mount_private_root()?;
 
-    // Clone every source before anything covers it (the staging tmpfs covers the old /dev, a
-    // hidden directory covers what is below it).
-    // Everything read-only, and no device node or setuid bit of the host's tree takes effect
-    // (the devices the command gets are bound into its own /dev below).
-    let base = clone(
-        Path::new("/"),
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-    )?;
+    // The namespace's own copy of the host's tree, changed in place into the view (see the
+    // module documentation for why this is bubblewrap's view without a second copy).
+    let root =
+        open_beneath(None, Path::new("/")).map_err(|e| view_error("open", Path::new("/"), e))?;
+    // Clone every source before anything covers it or makes it read-only (a hidden directory
+    // covers what is below it, the private /dev the host's devices).
     let mut entries: Vec<(PathBuf, Entry)> = Vec::new();
     for path in &plan.write {
         entries.push((
@@ -280,6 +292,10 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     } else {
         Terminals::Private
     };
+    let hidden_files = entries
+        .iter()
+        .filter(|(_, e)| matches!(e, Entry::HideFile))
+        .count();
     // Parents before children, so that a deeper mount lands on top; entries under /dev and
     // /proc come after the private /dev and /proc, which would otherwise cover them.
     entries.sort_by(|a, b| a.0.cmp(&b.0));
@@ -287,29 +303,20 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
         .into_iter()
         .partition(|(p, _)| p.starts_with("/dev") || p.starts_with("/proc"));
 
-    // The staging tmpfs: the new root is assembled on it, beside the old one.
-    // On the old root's /dev: it exists on every Linux system (a /tmp may not), and its
-    // devices were cloned above; the old root and this with it are detached at the end.
-    let staging_path = Path::new(STAGING);
-    let staging = new_fs("tmpfs", &[("mode", "0700")], 0, staging_path)?;
-    let staging_point =
-        open_beneath(None, staging_path).map_err(|e| view_error("open", staging_path, e))?;
-    attach(&staging, &staging_point, staging_path)?;
-    make_dir(&staging, "newroot", staging_path)?;
-    make_file(&staging, "empty", staging_path)?;
-    attach(
-        &base,
-        &open_at(&staging, "newroot", staging_path)?,
+    let mut empty_files = empty_files(hidden_files)?;
+    // Everything read-only, and no device node or setuid bit of the host's tree takes effect
+    // (the devices the command gets are bound into its own /dev below). Recursive: every
+    // mount of the tree, those the private /dev and /proc cover included.
+    set_attrs(
+        &root,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+        true,
         Path::new("/"),
     )?;
-    // The root of the clone just attached, not the staging directory below it.
-    let newroot = staging_path.join("newroot");
-    let root = open_beneath(None, &newroot).map_err(|e| view_error("open", &newroot, e))?;
-    let empty = open_at(&staging, "empty", staging_path)?;
 
     let mut hidden: Vec<PathBuf> = Vec::new();
     for (path, entry) in early {
-        mount_entry(&root, &path, entry, &empty, &mut hidden)?;
+        mount_entry(&root, &path, entry, &mut empty_files, &mut hidden)?;
     }
     build_dev(&root, devices, terminals)?;
     let downgrades = build_proc(&root)?;
@@ -317,7 +324,7 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     // then becomes read-only with the hidden directories.
     hidden.push(PathBuf::from("/dev"));
     for (path, entry) in late {
-        mount_entry(&root, &path, entry, &empty, &mut hidden)?;
+        mount_entry(&root, &path, entry, &mut empty_files, &mut hidden)?;
     }
     // Hidden directories (and /dev) become read-only last, once the mount points of writable
     // roots below them exist.
@@ -325,8 +332,40 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
         let fd = resolve(&root, Path::new("/"), path, false, true)?;
         set_attrs(&fd, MOUNT_ATTR_RDONLY, false, path)?;
     }
-    enter_root(&root)?;
     Ok(downgrades)
+}
+
+/// `count` detached read-only mounts of one empty file, to cover hidden files with. The file
+/// lives on a small tmpfs that is attached at [`STAGING`] only while it is cloned and then
+/// detached again, so nothing of it but the clones is left in the view. None when `count` is 0,
+/// and then no tmpfs either.
+fn empty_files(count: usize) -> Result<Vec<OwnedFd>, SetupError> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let staging_path = Path::new(STAGING);
+    let staging = new_fs("tmpfs", &[("mode", "0700")], 0, staging_path)?;
+    let staging_point =
+        open_beneath(None, staging_path).map_err(|e| view_error("open", staging_path, e))?;
+    attach(&staging, &staging_point, staging_path)?;
+    make_file(&staging, "empty", staging_path)?;
+    let empty = open_at(&staging, "empty", staging_path)?;
+    let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    // Cloned while attached: older kernels clone only from mounts of this namespace.
+    let clones = (0..count)
+        .map(|_| clone_fd(&empty, attrs, staging_path))
+        .collect::<Result<Vec<_>, _>>()?;
+    drop((empty, staging_point, staging));
+    let c_path = cstring(staging_path.as_os_str().as_bytes(), staging_path)?;
+    // SAFETY: umount2 of the tmpfs just attached there, the top mount at that path.
+    if unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) } != 0 {
+        return Err(view_error(
+            "detach the staging tmpfs from",
+            staging_path,
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(clones)
 }
 
 /// Whether `path` lies strictly below one of the hidden directories, whose tmpfs may get the
@@ -339,7 +378,7 @@ fn mount_entry(
     root: &OwnedFd,
     path: &Path,
     entry: Entry,
-    empty: &OwnedFd,
+    empty_files: &mut Vec<OwnedFd>,
     hidden: &mut Vec<PathBuf>,
 ) -> Result<(), SetupError> {
     match entry {
@@ -367,11 +406,14 @@ fn mount_entry(
         }
         Entry::HideFile => {
             let target = resolve(root, Path::new("/"), path, below(hidden, path), false)?;
-            let file = clone_fd(
-                empty,
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-                path,
-            )?;
+            // `build` makes one empty file for each HideFile entry.
+            let file = empty_files.pop().ok_or_else(|| {
+                view_error(
+                    "cover hidden file",
+                    path,
+                    io::Error::from_raw_os_error(libc::ENOENT),
+                )
+            })?;
             attach(&file, &target, path)
         }
     }
@@ -409,10 +451,10 @@ fn build_dev(
             Ok(name) if name.components().count() == 1 => {
                 if is_dir {
                     make_dir(&dev, name, &path)?;
+                    open_at(&dev, name, &path)?
                 } else {
-                    make_file(&dev, name, &path)?;
+                    create_file(&dev, name, &path)?
                 }
-                open_at(&dev, name, &path)?
             }
             _ => resolve(&dev, dev_path, &path, true, is_dir)?,
         };
@@ -503,43 +545,6 @@ fn build_proc(root: &OwnedFd) -> Result<Vec<Downgrade>, SetupError> {
         }
         Err(e) => Err(e),
     }
-}
-
-/// `pivot_root(".", ".")` inside the new root, then the old root, now stacked on top, is
-/// detached: afterwards no path reaches the host's mounts.
-fn enter_root(root: &OwnedFd) -> Result<(), SetupError> {
-    let slash = Path::new("/");
-    // SAFETY: fchdir on a descriptor this function borrows.
-    if unsafe { libc::fchdir(root.as_raw_fd()) } != 0 {
-        return Err(view_error(
-            "enter the new root",
-            slash,
-            io::Error::last_os_error(),
-        ));
-    }
-    let dot = c".";
-    // SAFETY: pivot_root with two NUL-terminated paths.
-    if unsafe { libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) } != 0 {
-        return Err(view_error(
-            "pivot_root into",
-            slash,
-            io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: umount2 of the old root stacked on "."; MNT_DETACH because processes outside
-    // this namespace may still use its mounts.
-    if unsafe { libc::umount2(dot.as_ptr(), libc::MNT_DETACH) } != 0 {
-        return Err(view_error(
-            "detach the old root from",
-            slash,
-            io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: chdir with a NUL-terminated path.
-    if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
-        return Err(view_error("enter", slash, io::Error::last_os_error()));
-    }
-    Ok(())
 }
 
 fn mount_private_root() -> Result<(), SetupError> {
@@ -827,9 +832,14 @@ fn make_dir(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<(), S
 }
 
 fn make_file(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<(), SetupError> {
+    create_file(dir, name, path).map(drop)
+}
+
+/// Creates an empty file and returns its descriptor, which serves as a mount point as well as
+/// a path descriptor would (one `openat` instead of a create, a close and an open).
+fn create_file(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<OwnedFd, SetupError> {
     let c_name = cstring(name.as_ref().as_bytes(), path)?;
-    // SAFETY: openat creating a new file relative to a directory descriptor; the descriptor is
-    // closed right away.
+    // SAFETY: openat creating a new file relative to a directory descriptor.
     let fd = unsafe {
         libc::openat(
             dir.as_raw_fd(),
@@ -845,9 +855,8 @@ fn make_file(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<(), 
             io::Error::last_os_error(),
         ));
     }
-    // SAFETY: closing the descriptor just opened.
-    unsafe { libc::close(fd) };
-    Ok(())
+    // SAFETY: the kernel just returned this descriptor and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 fn open_at(dir: &OwnedFd, name: impl AsRef<OsStr>, path: &Path) -> Result<OwnedFd, SetupError> {
