@@ -487,8 +487,19 @@ fn echo_and_window_size_are_restored_when_cordon_returns() {
 fn the_receipt_says_which_roots_were_narrowed() {
     require_landlock!(1);
     let tree = Tree::new();
-    let out = tree.run(&["--json", "--", "true"]);
-    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON object");
+    let json = |args: &[&str], namespaces: bool| -> serde_json::Value {
+        let mut cmd = tree.cordon();
+        cmd.arg("run").args(args).args(["--", "true"]);
+        let out = if namespaces {
+            cmd.output()
+        } else {
+            common::without_userns(&cmd).output()
+        }
+        .expect("spawn cordon");
+        serde_json::from_str(&stdout(&out)).expect("one JSON object")
+    };
+    // On the Landlock + seccomp path, `/` is granted around the host's /dev.
+    let v = json(&["--json"], false);
     let approximations = v["sandbox"]["approximations"].as_array().expect("a list");
     assert_eq!(approximations.len(), 1, "{approximations:?}");
     assert_eq!(approximations[0]["rule"], "read:/");
@@ -499,13 +510,21 @@ fn the_receipt_says_which_roots_were_narrowed() {
         "{effect}"
     );
     // A root the exclusion does not touch is not narrowed.
-    let out = tree.run(&["--json", "-p", "read-only", "-w", "/dev/shm", "--", "true"]);
-    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON object");
+    let v = json(&["--json", "-p", "read-only", "-w", "/dev/shm"], false);
     let rules: Vec<&str> = v["sandbox"]["approximations"]
         .as_array()
         .map(|a| a.iter().filter_map(|x| x["rule"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(rules, ["read:/"]);
+    // Under the namespace layer the command's /dev is its own (no host terminal is bound here:
+    // stdio are pipes), so `/` is granted whole and nothing is approximated.
+    if common::userns_available() {
+        let v = json(&["--json"], true);
+        assert_eq!(v["sandbox"]["approximations"], serde_json::json!([]), "{v}");
+        assert!(v["sandbox"]["layers"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x == "mount_namespace")));
+    }
 }
 
 #[test]

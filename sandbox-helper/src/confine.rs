@@ -290,9 +290,14 @@ impl Env {
         }
 
         // Reads only the few directories above an excluded path; nothing is changed yet. The
-        // view keeps every path where it was, so a plan made here holds inside it too.
+        // view keeps every path where it was, so a plan made here holds inside it too; its own
+        // /dev needs no excluding unless the host's terminals are bound into it.
+        let dev = match &namespaces {
+            Some(plan) if plan.private_terminals() => landlock_rules::DevView::Private,
+            _ => landlock_rules::DevView::Host,
+        };
         let fs_plan = if landlock_abi > 0 {
-            landlock_rules::plan(&landlock_policy)?
+            landlock_rules::plan(&landlock_policy, dev)?
         } else {
             landlock_rules::FsPlan::default()
         };

@@ -215,21 +215,37 @@ pub struct FsPlan {
     pub approximations: Vec<Approximation>,
 }
 
+/// Which `/dev` the command will see, which decides whether roots above it must leave it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DevView {
+    /// The host's `/dev`, or a private one with the host's `/dev/pts` bound into it (the
+    /// command was given a terminal): roots above it are expanded around it.
+    Host,
+    /// The namespace layer's own `/dev`: the device allow-list, the listed devices, a private
+    /// shm and devpts and nothing else, so a root above it may cover it whole (and the ~20
+    /// rules of an expanded `/` are not paid for).
+    Private,
+}
+
 /// Computes the filesystem rules of `policy`, expanding roots above [`EXCLUDED_BENEATH_ROOTS`]
-/// with the real directory listing.
-pub fn plan(policy: &SandboxPolicy) -> Result<FsPlan, SetupError> {
-    plan_with(policy, &mut path_expansion::list_directory)
+/// with the real directory listing when the command sees the host's `/dev`.
+pub fn plan(policy: &SandboxPolicy, dev: DevView) -> Result<FsPlan, SetupError> {
+    plan_with(policy, dev, &mut path_expansion::list_directory)
 }
 
 /// [`plan`] over any directory listing.
 pub fn plan_with(
     policy: &SandboxPolicy,
+    dev: DevView,
     list: &mut impl FnMut(&Path) -> io::Result<Vec<Entry>>,
 ) -> Result<FsPlan, SetupError> {
-    let excluded: Vec<&Path> = EXCLUDED_BENEATH_ROOTS
-        .iter()
-        .map(|e| Path::new(e.path))
-        .collect();
+    let excluded: Vec<&Path> = match dev {
+        DevView::Host => EXCLUDED_BENEATH_ROOTS
+            .iter()
+            .map(|e| Path::new(e.path))
+            .collect(),
+        DevView::Private => Vec::new(),
+    };
     let fs = &policy.filesystem;
     let roots = fs
         .read
@@ -606,7 +622,12 @@ mod tests {
 
     #[test]
     fn a_root_above_dev_is_planned_around_it_and_named_devices_stay() {
-        let plan = plan_with(&policy(&["/"], &["/tmp", "/dev/shm"]), &mut fake_root).unwrap();
+        let plan = plan_with(
+            &policy(&["/"], &["/tmp", "/dev/shm"]),
+            DevView::Host,
+            &mut fake_root,
+        )
+        .unwrap();
         let mut expected: Vec<(String, RuleAccess, bool)> = vec![
             ("/".into(), RuleAccess::Listing, true),
             ("/usr".into(), RuleAccess::Read, false),
@@ -624,8 +645,17 @@ mod tests {
     }
 
     #[test]
+    fn a_private_dev_is_covered_by_the_root_above_it() {
+        let plan = plan_with(&policy(&["/"], &["/tmp"]), DevView::Private, &mut fake_root).unwrap();
+        let summary = summary(&plan);
+        assert_eq!(summary[0], ("/".into(), RuleAccess::Read, true));
+        assert_eq!(summary[1], ("/tmp".into(), RuleAccess::Write, true));
+        assert!(plan.approximations.is_empty());
+    }
+
+    #[test]
     fn a_writable_root_above_dev_says_what_it_cannot_do() {
-        let plan = plan_with(&policy(&[], &["/"]), &mut fake_root).unwrap();
+        let plan = plan_with(&policy(&[], &["/"]), DevView::Host, &mut fake_root).unwrap();
         assert_eq!(plan.rules[0].access, RuleAccess::Listing);
         assert_eq!(plan.rules[1].access, RuleAccess::Write);
         let effect = &plan.approximations[0].effect;
