@@ -26,6 +26,7 @@
 //! Merging: lists in a file are added to the lists of the preset it extends; scalar keys
 //! (`network.mode`, `enforcement`, ...) replace the preset's.
 
+mod protected;
 mod trust;
 
 use std::path::{Path, PathBuf};
@@ -46,7 +47,9 @@ pub enum Preset {
     /// Read everything, write nothing but the device allow-list (`/dev/null`, ...).
     ReadOnly,
     /// Read everything; write the working directory, `/tmp` and `$TMPDIR`; no network;
-    /// `.git` and `.cordon` read-only inside writable roots. The default.
+    /// `.git`, `.cordon`, editor and hook configuration read-only inside writable roots, shell
+    /// startup files and git's and cordon's configuration read-only, credential stores hidden
+    /// (the list is in `profile/protected.rs`). The default.
     WorkspaceWrite,
     /// No sandbox at all.
     FullAccess,
@@ -81,9 +84,9 @@ impl Preset {
             Preset::WorkspaceWrite => Some(Rules {
                 read: strings(&["/"]),
                 write: strings(&[":cwd", ":tmp"]),
-                read_only: strings(&[".git", ".cordon"]),
-                // Carve-outs need the namespace layer; until it exists they are reported, so
-                // that the default stays usable. Missing layers are still refused.
+                protects: true,
+                // Carve-outs need the namespace layer; without user namespaces they are
+                // reported, so that the default stays usable. Missing layers are still refused.
                 enforcement: EnforcementPolicy {
                     missing_layer: Enforcement::Refuse,
                     carve_outs: Enforcement::Report,
@@ -110,6 +113,10 @@ struct Rules {
     read_only: Vec<String>,
     deny_read: Vec<String>,
     devices: Vec<String>,
+    /// Whether the preset's protected paths ([`protected::PROTECTED`]) apply.
+    protects: bool,
+    /// Protected paths lifted by name.
+    unprotect: Vec<String>,
     network: NetworkMode,
     unix_sockets: UnixSockets,
     tcp_connect: Option<Vec<u16>>,
@@ -125,6 +132,8 @@ impl Rules {
             read_only: Vec::new(),
             deny_read: Vec::new(),
             devices: Vec::new(),
+            protects: false,
+            unprotect: Vec::new(),
             network: NetworkMode::Denied,
             unix_sockets: UnixSockets::Deny,
             tcp_connect: None,
@@ -159,6 +168,9 @@ struct FilesystemSection {
     deny_read: Vec<String>,
     #[serde(default)]
     devices: Vec<String>,
+    /// Protected paths of the preset to lift, each by its name (`~/.ssh`, `.vscode`).
+    #[serde(default)]
+    unprotect: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -270,6 +282,34 @@ pub enum ProfileError {
         /// The plantable place that holds it.
         place: PathBuf,
     },
+    /// `unprotect` names something the profile does not protect.
+    #[error("{origin}: filesystem.unprotect: {entry:?} is not protected by this profile ({known})")]
+    NotProtected {
+        /// The profile.
+        origin: String,
+        /// The entry.
+        entry: String,
+        /// What could be lifted instead.
+        known: String,
+    },
+    /// A protected path goes through a symbolic link that lies inside a writable root.
+    #[error("protected {name}: {path:?} goes through the symbolic link {link:?}, which lies inside a writable root: the command could replace the link, so the protection cannot be enforced; remove the link, or lift the protection with [filesystem] unprotect = [{name:?}]")]
+    ProtectedThroughSymlink {
+        /// The protected entry's name.
+        name: &'static str,
+        /// The path looked at.
+        path: PathBuf,
+        /// The link.
+        link: PathBuf,
+    },
+    /// A protected path is itself granted as a root.
+    #[error("protected {name}: {path:?} is also granted as a root; to grant it, lift the protection with [filesystem] unprotect = [{name:?}]")]
+    ProtectedIsRoot {
+        /// The protected entry's name.
+        name: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
     /// `~` was used but no home directory is known.
     #[error("{field}: {entry:?} uses ~ but HOME is not set")]
     NoHome {
@@ -301,6 +341,12 @@ pub struct ResolveContext {
     pub home: Option<PathBuf>,
     /// `$TMPDIR`.
     pub tmpdir: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME` (used when absolute; else `~/.config`).
+    pub xdg_config_home: Option<PathBuf>,
+    /// `$XDG_CACHE_HOME` (used when absolute; else `~/.cache`).
+    pub xdg_cache_home: Option<PathBuf>,
+    /// Whether cordon runs as root (then `/etc/shadow` and `/etc/gshadow` are hidden too).
+    pub as_root: bool,
 }
 
 impl ResolveContext {
@@ -315,7 +361,22 @@ impl ResolveContext {
             tmpdir: std::env::var_os("TMPDIR")
                 .filter(|t| !t.is_empty())
                 .map(PathBuf::from),
+            xdg_config_home: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
+            xdg_cache_home: std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
+            // SAFETY: geteuid cannot fail.
+            as_root: unsafe { libc::geteuid() } == 0,
         }
+    }
+
+    /// Overrides `XDG_CONFIG_HOME` and `XDG_CACHE_HOME`.
+    pub fn with_xdg(
+        mut self,
+        config_home: Option<PathBuf>,
+        cache_home: Option<PathBuf>,
+    ) -> ResolveContext {
+        self.xdg_config_home = config_home;
+        self.xdg_cache_home = cache_home;
+        self
     }
 
     /// Overrides `HOME`.
@@ -460,7 +521,8 @@ impl PermissionProfile {
                 && fs.write.is_empty()
                 && fs.read_only.is_empty()
                 && fs.deny_read.is_empty()
-                && fs.devices.is_empty())
+                && fs.devices.is_empty()
+                && fs.unprotect.is_empty())
                 || n.mode.is_some()
                 || n.unix_sockets.is_some()
                 || n.tcp_connect.is_some()
@@ -479,6 +541,29 @@ impl PermissionProfile {
         rules.read_only.extend(file.filesystem.read_only);
         rules.deny_read.extend(file.filesystem.deny_read);
         rules.devices.extend(file.filesystem.devices);
+        for name in file.filesystem.unprotect {
+            if !rules.protects || protected::find(&name).is_none() {
+                return Err(ProfileError::NotProtected {
+                    origin: origin.to_owned(),
+                    known: if rules.protects {
+                        format!(
+                            "it protects: {}",
+                            protected::PROTECTED
+                                .iter()
+                                .map(|p| p.name)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    } else {
+                        "only workspace-write and profiles extending it protect paths".into()
+                    },
+                    entry: name,
+                });
+            }
+            if !rules.unprotect.contains(&name) {
+                rules.unprotect.push(name);
+            }
+        }
         if let Some(mode) = file.network.mode {
             rules.network = mode;
         }
@@ -639,6 +724,16 @@ impl PermissionProfile {
                     )),
                 }
             }
+        }
+
+        if rules.protects {
+            let protect = Protector {
+                ctx,
+                read: &read,
+                write: &write,
+                shared_temp: shared_temp_roots(ctx, &lexical_cwd),
+            };
+            protect.apply(rules, &mut read_only, &mut deny_read, &mut notes)?;
         }
 
         let devices = canonical_roots(expander.existing_roots(
@@ -901,6 +996,235 @@ fn link_inside(path: &Path, write: &[PathBuf]) -> Option<PathBuf> {
     None
 }
 
+/// Writable roots that concurrent runs share (`/tmp`, `$TMPDIR`). A placeholder there would be
+/// made and removed by one run under another's feet (the first run's removal lifts the second
+/// run's protection; two runs creating it at once fail one), so only what exists is protected.
+fn shared_temp_roots(ctx: &ResolveContext, cwd: &Path) -> Vec<PathBuf> {
+    std::iter::once(PathBuf::from("/tmp"))
+        .chain(ctx.tmpdir.iter().map(|t| cwd.join(t)))
+        .filter_map(|p| walk(&p).ok().map(|w| w.canonical))
+        .collect()
+}
+
+/// Adds the preset's protected paths ([`protected::PROTECTED`]) to a resolved policy.
+struct Protector<'a> {
+    ctx: &'a ResolveContext,
+    read: &'a [PathBuf],
+    write: &'a [PathBuf],
+    shared_temp: Vec<PathBuf>,
+}
+
+/// Where a protected path is, as far as the file system tells.
+struct Located {
+    /// Canonical; for a missing path, where it would be created.
+    canonical: PathBuf,
+    exists: bool,
+    /// Missing, but the caller could create it (and so a command given a writable root).
+    creatable: bool,
+    /// The links followed on the way.
+    hops: Vec<crate::path_walk::LinkHop>,
+}
+
+impl Protector<'_> {
+    fn apply(
+        &self,
+        rules: &Rules,
+        read_only: &mut Vec<PathBuf>,
+        deny_read: &mut Vec<PathBuf>,
+        notes: &mut Vec<String>,
+    ) -> Result<(), ProfileError> {
+        for entry in protected::PROTECTED {
+            if rules.unprotect.iter().any(|name| name == entry.name) {
+                notes.push(format!(
+                    "filesystem.unprotect: {} is not protected ({})",
+                    entry.name, entry.reason
+                ));
+                continue;
+            }
+            for path in self.candidates(entry) {
+                self.protect(entry, &path, read_only, deny_read)?;
+                if entry.anchor == protected::Anchor::EveryWritableRoot && entry.rest == ".git" {
+                    // A `.git` file (worktree, submodule) names the repository's directory; it
+                    // is read only once `.git` itself is known not to be a planted link.
+                    for target in git_pointers(&path) {
+                        self.protect(entry, &target, read_only, deny_read)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The absolute paths `entry` stands for in this context.
+    fn candidates(&self, entry: &protected::Protected) -> Vec<PathBuf> {
+        use protected::Anchor;
+        let absolute = |p: &Option<PathBuf>| p.clone().filter(|p| p.is_absolute());
+        let home = || self.ctx.home.clone().filter(|h| h.is_absolute());
+        let base = match entry.anchor {
+            Anchor::EveryWritableRoot => {
+                return self.write.iter().map(|w| w.join(entry.rest)).collect();
+            }
+            Anchor::Home => home(),
+            Anchor::ConfigHome => {
+                absolute(&self.ctx.xdg_config_home).or_else(|| home().map(|h| h.join(".config")))
+            }
+            Anchor::CacheHome => {
+                absolute(&self.ctx.xdg_cache_home).or_else(|| home().map(|h| h.join(".cache")))
+            }
+            Anchor::AbsoluteAsRoot => self.ctx.as_root.then(|| PathBuf::from("/")),
+        };
+        base.map(|b| b.join(entry.rest)).into_iter().collect()
+    }
+
+    fn protect(
+        &self,
+        entry: &protected::Protected,
+        path: &Path,
+        read_only: &mut Vec<PathBuf>,
+        deny_read: &mut Vec<PathBuf>,
+    ) -> Result<(), ProfileError> {
+        let Some(located) = locate(path) else {
+            return Ok(()); // nothing there, and nothing can be created there
+        };
+        // Protecting a link's target leaves the link to the command, which could point it
+        // at a directory of its own before the person next uses it. Fail closed.
+        if let Some(hop) = located
+            .hops
+            .iter()
+            .find(|hop| self.write.iter().any(|w| hop.link.starts_with(w)))
+        {
+            return Err(ProfileError::ProtectedThroughSymlink {
+                name: entry.name,
+                path: path.to_path_buf(),
+                link: hop.link.clone(),
+            });
+        }
+        let granted = |p: &PathBuf| self.read.contains(p) || self.write.contains(p);
+        match entry.protection {
+            protected::Protection::Hidden if located.exists => {
+                if granted(&located.canonical) {
+                    return Err(ProfileError::ProtectedIsRoot {
+                        name: entry.name,
+                        path: located.canonical,
+                    });
+                }
+                if !deny_read.contains(&located.canonical) {
+                    deny_read.push(located.canonical);
+                }
+                Ok(())
+            }
+            // A credential store that does not exist yet must not be created either (a new
+            // `~/.ssh/config` runs its ProxyCommand): read-only, like the rest.
+            protected::Protection::Hidden | protected::Protection::ReadOnly => {
+                self.read_only(entry, located, read_only)
+            }
+        }
+    }
+
+    /// Adds a read-only carve-out when a writable root covers it (elsewhere the path is
+    /// read-only already); a missing one only where the namespace layer's placeholder can be
+    /// made and is the run's own.
+    fn read_only(
+        &self,
+        entry: &protected::Protected,
+        located: Located,
+        read_only: &mut Vec<PathBuf>,
+    ) -> Result<(), ProfileError> {
+        let Some(root) = self
+            .write
+            .iter()
+            .filter(|w| located.canonical.starts_with(w))
+            .max_by_key(|w| w.as_os_str().len())
+        else {
+            return Ok(());
+        };
+        if &located.canonical == root {
+            return Err(ProfileError::ProtectedIsRoot {
+                name: entry.name,
+                path: located.canonical,
+            });
+        }
+        if !located.exists && (!located.creatable || self.shared_temp.contains(root)) {
+            return Ok(());
+        }
+        if !read_only.contains(&located.canonical) {
+            read_only.push(located.canonical);
+        }
+        Ok(())
+    }
+}
+
+/// Resolves `path` following links (a missing part taken as it is); `None` when it cannot be
+/// told where it is.
+fn locate(path: &Path) -> Option<Located> {
+    use crate::path_walk::{walk as walk_path, Mode};
+    let walked = walk_path(path, Mode::Lenient, true).ok()?;
+    let canonical = walked.canonical;
+    if std::fs::symlink_metadata(&canonical).is_ok() {
+        return Some(Located {
+            canonical,
+            exists: true,
+            creatable: false,
+            hops: walked.hops,
+        });
+    }
+    let existing = canonical
+        .ancestors()
+        .skip(1)
+        .find(|a| std::fs::symlink_metadata(a).is_ok())?;
+    Some(Located {
+        creatable: existing.is_dir() && may_write(existing),
+        canonical,
+        exists: false,
+        hops: walked.hops,
+    })
+}
+
+/// Whether this process may create entries in `dir` (`access(W_OK)`: also false on a
+/// read-only file system, even for root).
+fn may_write(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access only reads the NUL-terminated path.
+    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// The directories a `.git` file points git at: its `gitdir:` and that directory's
+/// `commondir` (a worktree's main repository, where hooks and config live).
+fn git_pointers(dot_git: &Path) -> Vec<PathBuf> {
+    let Some(dir) = dot_git.parent() else {
+        return Vec::new();
+    };
+    let Some(gitdir) = read_pointer(dot_git, "gitdir:") else {
+        return Vec::new();
+    };
+    let gitdir = dir.join(gitdir);
+    let common = read_pointer(&gitdir.join("commondir"), "").map(|c| gitdir.join(c));
+    std::iter::once(gitdir).chain(common).collect()
+}
+
+/// The path a small git pointer file holds after `prefix` on its first line. The file lies in
+/// a writable root, so it is opened without following a link or blocking on a FIFO, must be a
+/// regular file, and only its first 4 KiB are read.
+fn read_pointer(file: &Path, prefix: &str) -> Option<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(file)
+        .ok()?;
+    if !opened.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    opened.take(4096).read_to_string(&mut text).ok()?;
+    let line = text.lines().next()?.strip_prefix(prefix)?.trim();
+    (!line.is_empty()).then(|| PathBuf::from(line))
+}
+
 /// `entry` minus `token`, when `entry` is the token alone or the token followed by `/`.
 fn token_rest<'a>(entry: &'a str, token: &str) -> Option<&'a str> {
     let rest = entry.strip_prefix(token)?;
@@ -920,12 +1244,22 @@ mod tests {
         ResolveContext::new(dir).with_home(dir).with_tmpdir(None)
     }
 
+    /// A context whose HOME lies outside the working directory `dir`.
+    fn ctx_home_apart(dir: &Path, home: &Path) -> ResolveContext {
+        let mut ctx = ResolveContext::new(dir)
+            .with_home(home)
+            .with_tmpdir(None)
+            .with_xdg(None, None);
+        ctx.as_root = false;
+        ctx
+    }
+
     #[test]
     fn workspace_write_resolves_cwd_tmp_and_carve_outs() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         fs::create_dir(dir.path().join(".git")).unwrap();
         let resolved = PermissionProfile::default_profile()
-            .resolve(&ctx(dir.path()))
+            .resolve(&ctx_home_apart(dir.path(), home.path()))
             .unwrap();
         let policy = resolved.policy.unwrap();
         let cwd = fs::canonicalize(dir.path()).unwrap();
@@ -934,7 +1268,15 @@ mod tests {
             policy.filesystem.write,
             vec![cwd.clone(), PathBuf::from("/tmp")]
         );
-        assert_eq!(policy.filesystem.read_only, vec![cwd.join(".git")]);
+        // Every in-root entry, existing or not, in the working directory; none in the
+        // shared /tmp, where nothing of the list exists.
+        let in_root: Vec<PathBuf> = protected::PROTECTED
+            .iter()
+            .filter(|p| p.anchor == protected::Anchor::EveryWritableRoot)
+            .map(|p| cwd.join(p.rest))
+            .collect();
+        assert_eq!(policy.filesystem.read_only, in_root);
+        assert_eq!(policy.filesystem.deny_read, Vec::<PathBuf>::new());
         assert!(policy.network.mode.is_denied());
         assert_eq!(policy.enforcement.carve_outs, Enforcement::Report);
         assert_eq!(policy.enforcement.missing_layer, Enforcement::Refuse);
