@@ -735,6 +735,14 @@ impl PermissionProfile {
             };
             protect.apply(rules, &mut read_only, &mut deny_read, &mut notes)?;
         }
+        // A carve-out below another is covered by it; left in, the layer would make the
+        // directories between them mount points bound writable, over the outer carve-out.
+        let covered: Vec<PathBuf> = read_only
+            .iter()
+            .filter(|p| read_only.iter().any(|q| q != *p && p.starts_with(q)))
+            .cloned()
+            .collect();
+        read_only.retain(|p| !covered.contains(p));
 
         let devices = canonical_roots(expander.existing_roots(
             "filesystem.devices",
