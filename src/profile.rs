@@ -1291,6 +1291,97 @@ mod tests {
     }
 
     #[test]
+    fn with_home_writable_credentials_are_hidden_or_made_uncreatable() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir(home.join(".ssh")).unwrap();
+        fs::write(home.join(".bashrc"), "").unwrap();
+        let mut ctx = ctx_home_apart(&home, &home);
+        ctx.as_root = true;
+        let policy = PermissionProfile::default_profile()
+            .resolve(&ctx)
+            .unwrap()
+            .policy
+            .unwrap();
+        let fs_policy = &policy.filesystem;
+        assert!(fs_policy.deny_read.contains(&home.join(".ssh")));
+        // Missing, so not hidden but kept from being created; below a missing `.docker` the
+        // placeholder is `.docker` itself, which the helper derives.
+        assert!(!fs_policy.deny_read.contains(&home.join(".aws")));
+        assert!(fs_policy.read_only.contains(&home.join(".aws")));
+        assert!(fs_policy.read_only.contains(&home.join(".docker/config.json")));
+        assert!(fs_policy.read_only.contains(&home.join(".bashrc")));
+        // Outside every writable root: already read-only, only hidden.
+        assert!(fs_policy.deny_read.contains(&PathBuf::from("/etc/shadow")));
+        assert!(!fs_policy.read_only.iter().any(|p| p.starts_with("/etc")));
+        ctx.as_root = false;
+        let policy = PermissionProfile::default_profile().resolve(&ctx).unwrap();
+        assert!(!policy.policy.unwrap().filesystem.deny_read.contains(&PathBuf::from("/etc/shadow")));
+    }
+
+    #[test]
+    fn a_git_file_protects_its_gitdir_and_common_dir_once() {
+        let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let base = fs::canonicalize(dir.path()).unwrap();
+        let common = base.join("main/.git");
+        let gitdir = common.join("worktrees/wt");
+        fs::create_dir_all(&gitdir).unwrap();
+        fs::create_dir(base.join("wt")).unwrap();
+        fs::write(base.join("wt/.git"), "gitdir: ../main/.git/worktrees/wt\n").unwrap();
+        fs::write(gitdir.join("commondir"), "../..\n").unwrap();
+        let profile = PermissionProfile::from_toml_str(&format!(
+            "extends = \"workspace-write\"\n[filesystem]\nwrite = [{:?}]\n",
+            base.display().to_string()
+        ))
+        .unwrap();
+        let policy = profile
+            .resolve(&ctx_home_apart(&base.join("wt"), home.path()))
+            .unwrap()
+            .policy
+            .unwrap();
+        let read_only = &policy.filesystem.read_only;
+        assert!(read_only.contains(&base.join("wt/.git")));
+        // The worktree's gitdir lies below the common dir, which covers it: listed once.
+        assert!(read_only.contains(&common));
+        assert!(!read_only.contains(&gitdir));
+        // A gitdir through a link inside a writable root is refused.
+        std::os::unix::fs::symlink(&common, base.join("link")).unwrap();
+        fs::write(base.join("wt/.git"), "gitdir: ../link/worktrees/wt\n").unwrap();
+        let err = profile
+            .resolve(&ctx_home_apart(&base.join("wt"), home.path()))
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProfileError::ProtectedThroughSymlink { name: ".git", link, .. } if link == &base.join("link")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unprotect_takes_protected_names_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let profile = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\".git\"]\n",
+        )
+        .unwrap();
+        let resolved = profile
+            .resolve(&ctx_home_apart(dir.path(), home.path()))
+            .unwrap();
+        let cwd = fs::canonicalize(dir.path()).unwrap();
+        let read_only = resolved.policy.unwrap().filesystem.read_only;
+        assert!(!read_only.contains(&cwd.join(".git")));
+        assert!(read_only.contains(&cwd.join(".cordon")));
+        for (text, problem) in [
+            ("extends = \"workspace-write\"\n[filesystem]\nunprotect = [\"~/.git\"]\n", "it protects: .git"),
+            ("extends = \"read-only\"\n[filesystem]\nunprotect = [\".git\"]\n", "only workspace-write"),
+            ("[filesystem]\nunprotect = [\".git\"]\n", "only workspace-write"),
+        ] {
+            let err = PermissionProfile::from_toml_str(text).unwrap_err().to_string();
+            assert!(err.contains(problem) && !err.contains('\n'), "{err}");
+        }
+    }
+
+    #[test]
     fn tmpdir_is_added_and_missing_roots_are_noted() {
         let dir = tempfile::tempdir().unwrap();
         let tmpdir = dir.path().join("mytmp");
