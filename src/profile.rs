@@ -283,7 +283,9 @@ pub enum ProfileError {
         place: PathBuf,
     },
     /// `unprotect` names something the profile does not protect.
-    #[error("{origin}: filesystem.unprotect: {entry:?} is not protected by this profile ({known})")]
+    #[error(
+        "{origin}: filesystem.unprotect: {entry:?} is not protected by this profile ({known})"
+    )]
     NotProtected {
         /// The profile.
         origin: String,
@@ -1309,14 +1311,21 @@ mod tests {
         // placeholder is `.docker` itself, which the helper derives.
         assert!(!fs_policy.deny_read.contains(&home.join(".aws")));
         assert!(fs_policy.read_only.contains(&home.join(".aws")));
-        assert!(fs_policy.read_only.contains(&home.join(".docker/config.json")));
+        assert!(fs_policy
+            .read_only
+            .contains(&home.join(".docker/config.json")));
         assert!(fs_policy.read_only.contains(&home.join(".bashrc")));
         // Outside every writable root: already read-only, only hidden.
         assert!(fs_policy.deny_read.contains(&PathBuf::from("/etc/shadow")));
         assert!(!fs_policy.read_only.iter().any(|p| p.starts_with("/etc")));
         ctx.as_root = false;
         let policy = PermissionProfile::default_profile().resolve(&ctx).unwrap();
-        assert!(!policy.policy.unwrap().filesystem.deny_read.contains(&PathBuf::from("/etc/shadow")));
+        assert!(!policy
+            .policy
+            .unwrap()
+            .filesystem
+            .deny_read
+            .contains(&PathBuf::from("/etc/shadow")));
     }
 
     #[test]
@@ -1372,11 +1381,22 @@ mod tests {
         assert!(!read_only.contains(&cwd.join(".git")));
         assert!(read_only.contains(&cwd.join(".cordon")));
         for (text, problem) in [
-            ("extends = \"workspace-write\"\n[filesystem]\nunprotect = [\"~/.git\"]\n", "it protects: .git"),
-            ("extends = \"read-only\"\n[filesystem]\nunprotect = [\".git\"]\n", "only workspace-write"),
-            ("[filesystem]\nunprotect = [\".git\"]\n", "only workspace-write"),
+            (
+                "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\"~/.git\"]\n",
+                "it protects: .git",
+            ),
+            (
+                "extends = \"read-only\"\n[filesystem]\nunprotect = [\".git\"]\n",
+                "only workspace-write",
+            ),
+            (
+                "[filesystem]\nunprotect = [\".git\"]\n",
+                "only workspace-write",
+            ),
         ] {
-            let err = PermissionProfile::from_toml_str(text).unwrap_err().to_string();
+            let err = PermissionProfile::from_toml_str(text)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(problem) && !err.contains('\n'), "{err}");
         }
     }

@@ -18,7 +18,14 @@ fn py_in(tree: &Tree, dir: &Path, pre: &[&str], script: &str) -> std::process::O
 
 fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .env("HOME", dir)
@@ -63,7 +70,10 @@ print(attempt(lambda: open(home + "/notes.txt", "w").write("kept")))
         fs::read_to_string(home.join(".bashrc")).unwrap(),
         "original bashrc\n"
     );
-    assert_eq!(fs::read_to_string(home.join(".gitconfig")).unwrap(), "[user]\n");
+    assert_eq!(
+        fs::read_to_string(home.join(".gitconfig")).unwrap(),
+        "[user]\n"
+    );
     assert_eq!(
         fs::read_to_string(home.join(".ssh/id_x")).unwrap(),
         "PRIVATE KEY\n"
@@ -122,7 +132,9 @@ fn a_worktrees_gitdir_target_and_common_directory_are_read_only() {
     git(&main, &["worktree", "add", "-q", "../wt"]);
     let wt = tree.cwd.join("wt");
     let gitdir = main.join(".git/worktrees/wt");
-    assert!(fs::read_to_string(wt.join(".git")).unwrap().starts_with("gitdir:"));
+    assert!(fs::read_to_string(wt.join(".git"))
+        .unwrap()
+        .starts_with("gitdir:"));
     let head = fs::read_to_string(gitdir.join("HEAD")).unwrap();
     // The worktree is the working directory; its parent (holding the main repository, whose
     // `.git` is not at the top of a writable root) is writable too.
@@ -148,9 +160,14 @@ print(attempt(lambda: open("in-worktree.txt", "w").write("work")))
     );
     assert_eq!(fs::read_to_string(gitdir.join("HEAD")).unwrap(), head);
     assert!(!main.join(".git/hooks/pre-commit").exists());
-    assert!(fs::read_to_string(wt.join(".git")).unwrap().starts_with("gitdir:"));
+    assert!(fs::read_to_string(wt.join(".git"))
+        .unwrap()
+        .starts_with("gitdir:"));
     assert_eq!(fs::read_to_string(main.join("file.txt")).unwrap(), "work");
-    assert_eq!(fs::read_to_string(wt.join("in-worktree.txt")).unwrap(), "work");
+    assert_eq!(
+        fs::read_to_string(wt.join("in-worktree.txt")).unwrap(),
+        "work"
+    );
 }
 
 fn profile(tree: &Tree, text: &str) -> String {
@@ -193,7 +210,10 @@ print(attempt(lambda: open(".idea/settings", "w").write("changed")))
     let policy: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let read_only = policy["filesystem"]["read_only"].to_string();
     assert!(!read_only.contains(".vscode"), "{read_only}");
-    assert!(read_only.contains(&format!("{}/.idea", cwd.display())), "{read_only}");
+    assert!(
+        read_only.contains(&format!("{}/.idea", cwd.display())),
+        "{read_only}"
+    );
 }
 
 #[test]
@@ -214,7 +234,10 @@ fn lifting_what_is_not_protected_is_an_error_naming_it() {
         assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
         let err = stderr(&out);
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains("filesystem.unprotect") && err.contains(named), "{err}");
+        assert!(
+            err.contains("filesystem.unprotect") && err.contains(named),
+            "{err}"
+        );
         assert!(!tree.cwd.join("ran").exists());
     }
 }
@@ -228,7 +251,10 @@ fn a_protected_path_through_a_link_in_a_writable_root_is_refused() {
     let out = tree.run(&["--", "touch", "ran"]);
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("protected .git") && err.contains("unprotect"), "{err}");
+    assert!(
+        err.contains("protected .git") && err.contains("unprotect"),
+        "{err}"
+    );
     assert!(!tree.cwd.join("ran").exists());
     // Harmless counterpart: without the link the same run works.
     fs::remove_file(tree.cwd.join(".git")).unwrap();
