@@ -292,3 +292,33 @@ fn without_user_namespaces_the_protections_are_reported_downgrades() {
         "changed\n"
     );
 }
+
+#[test]
+fn git_still_works_where_the_placeholder_stands_in_for_a_missing_git() {
+    require_userns!();
+    let tree = Tree::new();
+    git(&tree.cwd, &["init", "-q"]);
+    fs::write(tree.cwd.join("tracked.txt"), "v1\n").unwrap();
+    git(&tree.cwd, &["add", "tracked.txt"]);
+    git(&tree.cwd, &["commit", "-q", "-m", "first"]);
+    let sub = tree.cwd.join("sub");
+    fs::create_dir(&sub).unwrap();
+    // In `sub` (the only writable root) `sub/.git` is protected: an empty placeholder, which
+    // git passes over on its way up to the real repository.
+    let mut cmd = tree.cordon();
+    cmd.current_dir(&sub).args([
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "test -d .git && git rev-parse --show-toplevel && git log --format=%s",
+    ]);
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        lines(&out),
+        [tree.cwd.display().to_string(), "first".to_owned()],
+        "{}",
+        stderr(&out)
+    );
+    assert!(!sub.join(".git").exists(), "placeholder left behind");
+}
