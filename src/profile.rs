@@ -25,6 +25,10 @@
 //!
 //! Merging: lists in a file are added to the lists of the preset it extends; scalar keys
 //! (`network.mode`, `enforcement`, ...) replace the preset's.
+//!
+//! `workspace-write` also protects a list of paths nobody has to write down (hooks, editor
+//! and shell configuration read-only, credential stores hidden; see `profile/protected.rs`);
+//! `[filesystem] unprotect` lifts one by name.
 
 mod protected;
 mod trust;
@@ -1399,6 +1403,34 @@ mod tests {
                 .to_string();
             assert!(err.contains(problem) && !err.contains('\n'), "{err}");
         }
+    }
+
+    #[test]
+    fn a_protected_path_granted_as_a_root_says_how_to_lift_it() {
+        let home = tempfile::tempdir().unwrap();
+        let ssh = home.path().join(".ssh");
+        fs::create_dir(&ssh).unwrap();
+        let err = PermissionProfile::default_profile()
+            .resolve(&ctx_home_apart(&ssh, home.path()))
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProfileError::ProtectedIsRoot { name: "~/.ssh", .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("unprotect = [\"~/.ssh\"]"),
+            "{err}"
+        );
+        let lifted = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\"~/.ssh\"]\n",
+        )
+        .unwrap();
+        let policy = lifted
+            .resolve(&ctx_home_apart(&ssh, home.path()))
+            .unwrap()
+            .policy
+            .unwrap();
+        assert_eq!(policy.filesystem.write[0], fs::canonicalize(&ssh).unwrap());
     }
 
     #[test]
