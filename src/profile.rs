@@ -1058,15 +1058,62 @@ impl Protector<'_> {
             for path in self.candidates(entry) {
                 self.protect(entry, &path, read_only, deny_read)?;
                 if entry.anchor == protected::Anchor::EveryWritableRoot && entry.rest == ".git" {
-                    // A `.git` file (worktree, submodule) names the repository's directory; it
-                    // is read only once `.git` itself is known not to be a planted link.
-                    for target in git_pointers(&path) {
+                    // Read only once `.git` itself is known not to be a planted link.
+                    for target in self.what_git_runs(&path) {
                         self.protect(entry, &target, read_only, deny_read)?;
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// What else git would run or read as a repository when used in the directory of
+    /// `dot_git`: a `.git` file's `gitdir:` and `commondir` (worktrees, submodules), the
+    /// `core.hooksPath` the repository's or the person's configuration names, and each
+    /// submodule's `.git` that `.gitmodules` lists (with its pointers).
+    fn what_git_runs(&self, dot_git: &Path) -> Vec<PathBuf> {
+        let Some(worktree) = dot_git.parent() else {
+            return Vec::new();
+        };
+        let pointers = git_pointers(dot_git);
+        let mut configs: Vec<(PathBuf, bool)> = std::iter::once(dot_git)
+            .chain(pointers.iter().map(PathBuf::as_path))
+            .map(|dir| (dir.join("config"), false))
+            .collect();
+        // The person's own configuration lies outside the workspace (else it is protected
+        // itself), so a dotfile manager's link to it is followed.
+        let home = self.ctx.home.clone().filter(|h| h.is_absolute());
+        let config_home = self
+            .ctx
+            .xdg_config_home
+            .clone()
+            .filter(|c| c.is_absolute())
+            .or_else(|| home.as_ref().map(|h| h.join(".config")));
+        configs.extend(home.iter().map(|h| (h.join(".gitconfig"), true)));
+        configs.extend(config_home.iter().map(|c| (c.join("git/config"), true)));
+        let mut out = pointers.clone();
+        for (config, follow) in configs {
+            for value in config_values(&config, follow, "core", "hookspath") {
+                let hooks = match (value.strip_prefix("~/"), &home) {
+                    (Some(rest), Some(home)) => home.join(rest),
+                    _ => worktree.join(&value),
+                };
+                out.push(hooks);
+            }
+        }
+        for sub in config_values(&worktree.join(".gitmodules"), false, "submodule", "path") {
+            let sub = Path::new(&sub);
+            if sub
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+            {
+                let sub_git = worktree.join(sub).join(".git");
+                out.extend(git_pointers(&sub_git));
+                out.push(sub_git);
+            }
+        }
+        out
     }
 
     /// The absolute paths `entry` stands for in this context.
@@ -1219,22 +1266,65 @@ fn git_pointers(dot_git: &Path) -> Vec<PathBuf> {
     std::iter::once(gitdir).chain(common).collect()
 }
 
-/// The path a small git pointer file holds after `prefix` on its first line. The file lies in
-/// a writable root, so it is opened without following a link or blocking on a FIFO, must be a
-/// regular file, and only its first 4 KiB are read.
-fn read_pointer(file: &Path, prefix: &str) -> Option<PathBuf> {
+/// The values of `section.key` (both lowercase) in a git configuration file, read like
+/// [`read_pointer`] reads (`follow` allows a link: files outside every writable root). A small
+/// reader on purpose: running git here would run the very configuration being judged.
+fn config_values(file: &Path, follow: bool, section: &str, key: &str) -> Vec<String> {
+    let Some(text) = read_small_file(file, follow, 256 * 1024) else {
+        return Vec::new();
+    };
+    let mut current = String::new();
+    let mut values = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            current = header
+                .split(|c: char| c == ']' || c == '"' || c.is_whitespace())
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            continue;
+        }
+        if current != section || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let Some((name, value)) = line.split_once('=') else {
+            continue;
+        };
+        if name.trim().eq_ignore_ascii_case(key) {
+            let value = value.trim().trim_matches('"').trim();
+            if !value.is_empty() {
+                values.push(value.to_owned());
+            }
+        }
+    }
+    values
+}
+
+/// A regular file's first `limit` bytes as text, opened without blocking on a FIFO and, unless
+/// `follow`, without following a link.
+fn read_small_file(file: &Path, follow: bool, limit: u64) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
+    let no_follow = if follow { 0 } else { libc::O_NOFOLLOW };
     let opened = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(no_follow | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(file)
         .ok()?;
     if !opened.metadata().ok()?.is_file() {
         return None;
     }
     let mut text = String::new();
-    opened.take(4096).read_to_string(&mut text).ok()?;
+    opened.take(limit).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// The path a small git pointer file holds after `prefix` on its first line. The file lies in
+/// a writable root, so it is opened without following a link or blocking on a FIFO, must be a
+/// regular file, and only its first 4 KiB are read.
+fn read_pointer(file: &Path, prefix: &str) -> Option<PathBuf> {
+    let text = read_small_file(file, false, 4096)?;
     let line = text.lines().next()?.strip_prefix(prefix)?.trim();
     (!line.is_empty()).then(|| PathBuf::from(line))
 }

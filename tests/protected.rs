@@ -322,3 +322,57 @@ fn git_still_works_where_the_placeholder_stands_in_for_a_missing_git() {
     );
     assert!(!sub.join(".git").exists(), "placeholder left behind");
 }
+
+#[test]
+fn the_hooks_path_and_submodule_git_files_the_repository_names_are_read_only() {
+    require_userns!();
+    let tree = Tree::new();
+    let cwd = &tree.cwd;
+    fs::create_dir_all(cwd.join(".git/modules/lib")).unwrap();
+    fs::write(
+        cwd.join(".git/config"),
+        "[core]\n\tbare = false\n\thooksPath = \"scripts/hooks\"\n",
+    )
+    .unwrap();
+    fs::create_dir_all(cwd.join("scripts/hooks")).unwrap();
+    fs::write(
+        cwd.join(".gitmodules"),
+        "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = https://example.invalid/lib\n",
+    )
+    .unwrap();
+    fs::create_dir_all(cwd.join("vendor/lib")).unwrap();
+    fs::write(
+        cwd.join("vendor/lib/.git"),
+        "gitdir: ../../.git/modules/lib\n",
+    )
+    .unwrap();
+    let out = tree.py(
+        &[],
+        r##"
+print(attempt(lambda: open("scripts/hooks/pre-commit", "w").write("#!/bin/sh\nevil\n")))
+print(attempt(lambda: open("vendor/lib/.git", "w").write("gitdir: /tmp/evil\n")))
+print(attempt(lambda: os.rename("vendor/lib", "vendor/moved")))
+print(attempt(lambda: open("scripts/build.sh", "w").write("work")))
+print(attempt(lambda: open("vendor/lib/code.c", "w").write("work")))
+"##,
+    );
+    assert_eq!(
+        lines(&out),
+        ["EROFS", "EROFS", "EBUSY", "OK", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    assert!(!cwd.join("scripts/hooks/pre-commit").exists());
+    assert_eq!(
+        fs::read_to_string(cwd.join("vendor/lib/.git")).unwrap(),
+        "gitdir: ../../.git/modules/lib\n"
+    );
+    assert_eq!(
+        fs::read_to_string(cwd.join("scripts/build.sh")).unwrap(),
+        "work"
+    );
+    assert_eq!(
+        fs::read_to_string(cwd.join("vendor/lib/code.c")).unwrap(),
+        "work"
+    );
+}

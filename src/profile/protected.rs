@@ -78,7 +78,9 @@ use Protection::{Hidden, ReadOnly};
 pub(crate) const PROTECTED: &[Protected] = &[
     // Inside every writable root: what runs when the person next opens the project.
     entry(".git", EveryWritableRoot, ".git", ReadOnly,
-        "hooks, and config (core.fsmonitor, core.hooksPath, aliases, filters) run on the next git command; as a gitdir: file, the directory it names too"),
+        "hooks, and config (core.fsmonitor, core.hooksPath, aliases, filters) run on the next git command; also what a gitdir: file names, the core.hooksPath directory and submodules' .git"),
+    entry(".gitmodules", EveryWritableRoot, ".gitmodules", ReadOnly,
+        "says which submodules' .git files are protected too, and where git fetches them from"),
     entry(".cordon", EveryWritableRoot, ".cordon", ReadOnly,
         "cordon's own project directory: what it says must not be chosen by a confined command"),
     entry(".vscode", EveryWritableRoot, ".vscode", ReadOnly,
