@@ -1524,6 +1524,27 @@ mod tests {
     }
 
     #[test]
+    fn git_configuration_values_are_read_by_section_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        fs::write(
+            &config,
+            "[Core]\n  HooksPath = \"a b\"\n# hooksPath = commented\n[submodule \"x\"]\n\tpath = lib\n[core]\nhookspath=second\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config_values(&config, false, "core", "hookspath"),
+            ["a b", "second"]
+        );
+        assert_eq!(config_values(&config, false, "submodule", "path"), ["lib"]);
+        // A link is not followed where the file lies in a writable root.
+        std::os::unix::fs::symlink(&config, dir.path().join("link")).unwrap();
+        let link = dir.path().join("link");
+        assert!(config_values(&link, false, "core", "hookspath").is_empty());
+        assert_eq!(config_values(&link, true, "core", "hookspath").len(), 2);
+    }
+
+    #[test]
     fn tmpdir_is_added_and_missing_roots_are_noted() {
         let dir = tempfile::tempdir().unwrap();
         let tmpdir = dir.path().join("mytmp");
