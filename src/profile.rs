@@ -737,7 +737,6 @@ impl PermissionProfile {
                 ctx,
                 read: &read,
                 write: &write,
-                shared_temp: shared_temp_roots(ctx, &lexical_cwd),
             };
             protect.apply(rules, &mut read_only, &mut deny_read, &mut notes)?;
         }
@@ -1010,22 +1009,11 @@ fn link_inside(path: &Path, write: &[PathBuf]) -> Option<PathBuf> {
     None
 }
 
-/// Writable roots that concurrent runs share (`/tmp`, `$TMPDIR`). A placeholder there would be
-/// made and removed by one run under another's feet (the first run's removal lifts the second
-/// run's protection; two runs creating it at once fail one), so only what exists is protected.
-fn shared_temp_roots(ctx: &ResolveContext, cwd: &Path) -> Vec<PathBuf> {
-    std::iter::once(PathBuf::from("/tmp"))
-        .chain(ctx.tmpdir.iter().map(|t| cwd.join(t)))
-        .filter_map(|p| walk(&p).ok().map(|w| w.canonical))
-        .collect()
-}
-
 /// Adds the preset's protected paths ([`protected::PROTECTED`]) to a resolved policy.
 struct Protector<'a> {
     ctx: &'a ResolveContext,
     read: &'a [PathBuf],
     write: &'a [PathBuf],
-    shared_temp: Vec<PathBuf>,
 }
 
 /// Where a protected path is, as far as the file system tells.
@@ -1033,8 +1021,6 @@ struct Located {
     /// Canonical; for a missing path, where it would be created.
     canonical: PathBuf,
     exists: bool,
-    /// Missing, but the caller could create it (and so a command given a writable root).
-    creatable: bool,
     /// The links followed on the way.
     hops: Vec<crate::path_walk::LinkHop>,
 }
@@ -1205,7 +1191,12 @@ impl Protector<'_> {
                 path: located.canonical,
             });
         }
-        if !located.exists && (!located.creatable || self.shared_temp.contains(root)) {
+        // A protected path that does not exist is left out. The helper can keep a missing
+        // carve-out from being created with a placeholder in the person's directory, but for
+        // the defaults, present in every run, that races between runs in one workspace (one
+        // run's removal pulls the placeholder from under another's setup or mount) and leaves
+        // directories where files belong (`~/.bash_profile/`) when a run is killed.
+        if !located.exists {
             return Ok(());
         }
         if !read_only.contains(&located.canonical) {
@@ -1225,31 +1216,14 @@ fn locate(path: &Path) -> Option<Located> {
         return Some(Located {
             canonical,
             exists: true,
-            creatable: false,
             hops: walked.hops,
         });
     }
-    let existing = canonical
-        .ancestors()
-        .skip(1)
-        .find(|a| std::fs::symlink_metadata(a).is_ok())?;
     Some(Located {
-        creatable: existing.is_dir() && may_write(existing),
         canonical,
         exists: false,
         hops: walked.hops,
     })
-}
-
-/// Whether this process may create entries in `dir` (`access(W_OK)`: also false on a
-/// read-only file system, even for root).
-fn may_write(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: access only reads the NUL-terminated path.
-    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
 }
 
 /// The directories a `.git` file points git at: its `gitdir:` and that directory's
@@ -1372,14 +1346,9 @@ mod tests {
             policy.filesystem.write,
             vec![cwd.clone(), PathBuf::from("/tmp")]
         );
-        // Every in-root entry, existing or not, in the working directory; none in the
-        // shared /tmp, where nothing of the list exists.
-        let in_root: Vec<PathBuf> = protected::PROTECTED
-            .iter()
-            .filter(|p| p.anchor == protected::Anchor::EveryWritableRoot)
-            .map(|p| cwd.join(p.rest))
-            .collect();
-        assert_eq!(policy.filesystem.read_only, in_root);
+        // The in-root entries that exist (here only `.git`); a missing one is left out, and so
+        // is everything in the shared /tmp, where nothing of the list exists.
+        assert_eq!(policy.filesystem.read_only, vec![cwd.join(".git")]);
         assert_eq!(policy.filesystem.deny_read, Vec::<PathBuf>::new());
         assert!(policy.network.mode.is_denied());
         assert_eq!(policy.enforcement.carve_outs, Enforcement::Report);
@@ -1387,7 +1356,7 @@ mod tests {
     }
 
     #[test]
-    fn with_home_writable_credentials_are_hidden_or_made_uncreatable() {
+    fn with_home_writable_existing_credentials_are_hidden_and_startup_files_read_only() {
         let dir = tempfile::tempdir().unwrap();
         let home = fs::canonicalize(dir.path()).unwrap();
         fs::create_dir(home.join(".ssh")).unwrap();
@@ -1401,11 +1370,10 @@ mod tests {
             .unwrap();
         let fs_policy = &policy.filesystem;
         assert!(fs_policy.deny_read.contains(&home.join(".ssh")));
-        // Missing, so not hidden but kept from being created; below a missing `.docker` the
-        // placeholder is `.docker` itself, which the helper derives.
+        // Missing, so neither hidden nor kept from being created (see `Protector::read_only`).
         assert!(!fs_policy.deny_read.contains(&home.join(".aws")));
-        assert!(fs_policy.read_only.contains(&home.join(".aws")));
-        assert!(fs_policy
+        assert!(!fs_policy.read_only.contains(&home.join(".aws")));
+        assert!(!fs_policy
             .read_only
             .contains(&home.join(".docker/config.json")));
         assert!(fs_policy.read_only.contains(&home.join(".bashrc")));
@@ -1463,6 +1431,8 @@ mod tests {
     fn unprotect_takes_protected_names_only() {
         let dir = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join(".git")).unwrap();
+        fs::create_dir(dir.path().join(".cordon")).unwrap();
         let profile = PermissionProfile::from_toml_str(
             "extends = \"workspace-write\"\n[filesystem]\nunprotect = [\".git\"]\n",
         )

@@ -180,10 +180,17 @@ fn first_missing(
                 let name = cstring(component.as_os_str().as_bytes(), &next)?;
                 // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
                 if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
+                    let err = io::Error::last_os_error();
+                    // A run in the same workspace made it a moment ago: it exists now, so it is
+                    // covered like any existing path (and is not ours to remove). Whatever is
+                    // there is opened without following links when it is bound.
+                    if err.raw_os_error() == Some(libc::EEXIST) {
+                        return Ok((next, None));
+                    }
                     return Err(view_error(
                         "create a placeholder for the carve-out",
                         &next,
-                        io::Error::last_os_error(),
+                        err,
                     ));
                 }
                 return Ok((
