@@ -288,8 +288,12 @@ fn guards(probe: &str, profile: &Sandboxed, ssh_hidden: bool) -> Vec<Guard> {
         // Writable, except that the namespace layer binds the carve-out read-only.
         "git_config" if profile.writes_cwd => vec![Namespaces("EROFS")],
         "git_config" => outside_roots,
-        // Landlock cannot subtract a path beneath the readable `/`: only a mount hides it.
-        "secret" if ssh_hidden => vec![Namespaces("ENOENT")],
+        // A mount hides it; without one, Landlock grants `/` around it (siblings along the
+        // path), so its contents stay unreadable though its name is listed.
+        "secret" if ssh_hidden => vec![
+            Namespaces("ENOENT"),
+            Landlock("landlock_filesystem", "EACCES"),
+        ],
         "secret" => vec![],
         "tcp_allowed" | "tcp_blocked" if profile.net == Net::Denied => vec![Seccomp("EPERM")],
         // Inside the private network nothing listens on the outside listener's port; without
@@ -539,12 +543,17 @@ fn expected(cell: &Cell, policy: &Value) -> Expected {
         lost.push("network_loopback".to_owned());
     }
     // Without the mount layer each carve-out is a downgrade named by kind and path,
-    // `read_only` ones first.
+    // `read_only` ones first; a hidden path outside every writable root is not, as long as
+    // Landlock is there to grant around it.
     let carve_outs: Vec<String> = if cell.userns {
         Vec::new()
     } else {
         let read_only = paths(policy, "read_only").into_iter();
-        let hidden = paths(policy, "deny_read").into_iter();
+        let write = paths(policy, "write");
+        let hidden = paths(policy, "deny_read").into_iter().filter(|p| {
+            let inside_write = write.iter().any(|w| std::path::Path::new(p).starts_with(w));
+            cell.abi == 0 || inside_write
+        });
         read_only
             .map(|p| format!("read_only:{p}"))
             .chain(hidden.map(|p| format!("deny_read:{p}")))

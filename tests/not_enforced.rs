@@ -51,16 +51,27 @@ fn expected_lines(cmd: Command) -> Vec<String> {
 #[test]
 fn deny_read_without_user_namespaces_is_announced_before_the_output() {
     let tree = Tree::new();
-    let secret = tree.outside.join("secret");
+    // Inside the writable working directory Landlock cannot keep a path unreadable (it would
+    // have to leave new entries there ungranted): a downgrade. Outside every writable root it
+    // grants around the path instead: enforced, with an approximation, and not announced.
+    let secret = tree.cwd.join("secret");
     std::fs::write(&secret, "s3cret\n").unwrap();
+    let far = tree.outside.join("far-secret");
+    std::fs::write(&far, "far\n").unwrap();
     std::fs::write(tree.outside.join("public"), "public\n").unwrap();
     let profile = profile(
         &tree,
-        &format!("[filesystem]\ndeny_read = [{:?}]\n", secret.display()),
+        &format!(
+            "[filesystem]\ndeny_read = [{:?}, {:?}]\n",
+            secret.display(),
+            far.display()
+        ),
     );
     let script = format!(
-        "cat {0}/public; cat {0}/secret; echo done >&2",
-        tree.outside.display()
+        "cat {0}/public; cat {1}; cat {2} 2>/dev/null || echo far-refused; echo done >&2",
+        tree.outside.display(),
+        secret.display(),
+        far.display()
     );
     let run = |json: bool| {
         let mut cmd = tree.cordon();
@@ -83,19 +94,25 @@ fn deny_read_without_user_namespaces_is_announced_before_the_output() {
         .take_while(|l| l.starts_with("cordon: "))
         .collect();
     assert!(notices.contains(&&secret_line), "{lines:#?}");
+    assert!(
+        !notices
+            .iter()
+            .any(|l| l.contains(&far.display().to_string())),
+        "{lines:#?}"
+    );
     // Exactly the receipt's downgrades, one line each, and all of them before the command's
-    // first line; then the command's output as it wrote it (the secret is readable here,
-    // which is what the line says).
+    // first line; then the command's output as it wrote it (the secret in the working
+    // directory is readable here, which is what the line says; the far one is not).
     let expected = expected_lines(run(true));
     assert_eq!(notices, expected.iter().collect::<Vec<_>>());
     assert_eq!(
         &lines[notices.len()..],
-        ["public", "s3cret", "done"],
+        ["public", "s3cret", "far-refused", "done"],
         "{lines:#?}"
     );
 
-    // The counterpart, with user namespaces: the secret is hidden (reads as empty), so there
-    // is nothing to announce about it, and the public file still reads.
+    // The counterpart, with user namespaces: both are hidden (read as empty), so there is
+    // nothing to announce about them, and the public file still reads.
     require_userns!();
     let (lines, code) = merged(&tree, run(false));
     assert_eq!(code, 0, "{lines:#?}");

@@ -260,9 +260,22 @@ impl Env {
         let mut layer_downgrades = landlock_rules::downgrades(&policy, landlock_abi);
         // Probed once, here: everything below is decided from it, never silently at run time.
         let userns = userns::probe();
+        // Without the mount layer, a deny_read path outside every writable root can still be
+        // kept unreadable by Landlock (its siblings along the path are granted instead of its
+        // parent); one inside a writable root cannot (new entries there would be ungranted).
+        let approximated: Vec<PathBuf> = match (&userns, landlock_abi) {
+            (Err(_), abi) if abi > 0 => policy
+                .filesystem
+                .deny_read
+                .iter()
+                .filter(|d| !policy.filesystem.write.iter().any(|w| d.starts_with(w)))
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        };
         let carve_out_downgrades = match &userns {
             Ok(()) => Vec::new(),
-            Err(missing) => carve_out_downgrades(&policy, &missing.reason),
+            Err(missing) => carve_out_downgrades(&policy, &missing.reason, &approximated),
         };
         if let Err(missing) = &userns {
             if policy.network.mode == NetworkMode::Loopback {
@@ -297,7 +310,7 @@ impl Env {
             _ => landlock_rules::DevView::Host,
         };
         let fs_plan = if landlock_abi > 0 {
-            landlock_rules::plan(&landlock_policy, dev)?
+            landlock_rules::plan(&landlock_policy, dev, &approximated)?
         } else {
             landlock_rules::FsPlan::default()
         };
@@ -563,7 +576,11 @@ fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
     })
 }
 
-fn carve_out_downgrades(policy: &SandboxPolicy, missing: &str) -> Vec<Downgrade> {
+fn carve_out_downgrades(
+    policy: &SandboxPolicy,
+    missing: &str,
+    approximated: &[PathBuf],
+) -> Vec<Downgrade> {
     let fs = &policy.filesystem;
     let reason = format!(
         "carve-outs need the mount-namespace layer, and {missing}; Landlock rights cannot be \
@@ -572,7 +589,12 @@ fn carve_out_downgrades(policy: &SandboxPolicy, missing: &str) -> Vec<Downgrade>
     fs.read_only
         .iter()
         .map(|p| ("read_only", p))
-        .chain(fs.deny_read.iter().map(|p| ("deny_read", p)))
+        .chain(
+            fs.deny_read
+                .iter()
+                .filter(|p| !approximated.contains(p))
+                .map(|p| ("deny_read", p)),
+        )
         .map(|(kind, path)| Downgrade {
             restriction: format!("{kind}:{}", path.display()),
             reason: reason.clone(),

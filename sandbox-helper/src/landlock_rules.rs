@@ -229,23 +229,33 @@ pub enum DevView {
 
 /// Computes the filesystem rules of `policy`, expanding roots above [`EXCLUDED_BENEATH_ROOTS`]
 /// with the real directory listing when the command sees the host's `/dev`.
-pub fn plan(policy: &SandboxPolicy, dev: DevView) -> Result<FsPlan, SetupError> {
-    plan_with(policy, dev, &mut path_expansion::list_directory)
+///
+/// `hidden` are `deny_read` paths that no mount layer will hide (no user namespaces) and that
+/// lie outside every writable root: they are left out of the roots above them the same way,
+/// which keeps their contents unreadable (their names stay listable, and the receipt says so).
+pub fn plan(
+    policy: &SandboxPolicy,
+    dev: DevView,
+    hidden: &[PathBuf],
+) -> Result<FsPlan, SetupError> {
+    plan_with(policy, dev, hidden, &mut path_expansion::list_directory)
 }
 
 /// [`plan`] over any directory listing.
 pub fn plan_with(
     policy: &SandboxPolicy,
     dev: DevView,
+    hidden: &[PathBuf],
     list: &mut impl FnMut(&Path) -> io::Result<Vec<Entry>>,
 ) -> Result<FsPlan, SetupError> {
-    let excluded: Vec<&Path> = match dev {
+    let mut excluded: Vec<&Path> = match dev {
         DevView::Host => EXCLUDED_BENEATH_ROOTS
             .iter()
             .map(|e| Path::new(e.path))
             .collect(),
         DevView::Private => Vec::new(),
     };
+    excluded.extend(hidden.iter().map(PathBuf::as_path));
     let fs = &policy.filesystem;
     let roots = fs
         .read
@@ -333,7 +343,8 @@ fn approximation(
         rule: format!("{kind}:{}", root.display()),
         effect: format!(
             "granted entry by entry to leave out {left_out} (Landlock cannot subtract rights \
-             beneath a root): entries created later directly in {dirs} are not covered{writes}"
+             beneath a root): entries created later directly in {dirs} are not covered, and \
+             names beneath what is left out stay listable{writes}"
         ),
     }
 }
@@ -625,6 +636,7 @@ mod tests {
         let plan = plan_with(
             &policy(&["/"], &["/tmp", "/dev/shm"]),
             DevView::Host,
+            &[],
             &mut fake_root,
         )
         .unwrap();
@@ -645,8 +657,31 @@ mod tests {
     }
 
     #[test]
+    fn a_hidden_path_is_left_out_like_dev() {
+        let hidden = [PathBuf::from("/usr")];
+        let plan = plan_with(
+            &policy(&["/"], &[]),
+            DevView::Private,
+            &hidden,
+            &mut fake_root,
+        )
+        .unwrap();
+        let summary = summary(&plan);
+        assert_eq!(summary[0], ("/".into(), RuleAccess::Listing, true));
+        assert!(!summary.iter().any(|(p, _, _)| p == "/usr"), "{summary:?}");
+        assert!(summary.contains(&("/tmp".into(), RuleAccess::Read, false)));
+        assert!(plan.approximations[0].effect.contains("leave out /usr ("));
+    }
+
+    #[test]
     fn a_private_dev_is_covered_by_the_root_above_it() {
-        let plan = plan_with(&policy(&["/"], &["/tmp"]), DevView::Private, &mut fake_root).unwrap();
+        let plan = plan_with(
+            &policy(&["/"], &["/tmp"]),
+            DevView::Private,
+            &[],
+            &mut fake_root,
+        )
+        .unwrap();
         let summary = summary(&plan);
         assert_eq!(summary[0], ("/".into(), RuleAccess::Read, true));
         assert_eq!(summary[1], ("/tmp".into(), RuleAccess::Write, true));
@@ -655,7 +690,7 @@ mod tests {
 
     #[test]
     fn a_writable_root_above_dev_says_what_it_cannot_do() {
-        let plan = plan_with(&policy(&[], &["/"]), DevView::Host, &mut fake_root).unwrap();
+        let plan = plan_with(&policy(&[], &["/"]), DevView::Host, &[], &mut fake_root).unwrap();
         assert_eq!(plan.rules[0].access, RuleAccess::Listing);
         assert_eq!(plan.rules[1].access, RuleAccess::Write);
         let effect = &plan.approximations[0].effect;
