@@ -260,23 +260,19 @@ impl Env {
         let mut layer_downgrades = landlock_rules::downgrades(&policy, landlock_abi);
         // Probed once, here: everything below is decided from it, never silently at run time.
         let userns = userns::probe();
-        // Without the mount layer, a deny_read path outside every writable root can still be
+        // Without the mount layer, a deny_read path outside every writable root may still be
         // kept unreadable by Landlock (its siblings along the path are granted instead of its
-        // parent); one inside a writable root cannot (new entries there would be ungranted).
-        let approximated: Vec<PathBuf> = match (&userns, landlock_abi) {
+        // parent; the plan decides which); one inside a writable root cannot (new entries
+        // there would be ungranted).
+        let hide_by_landlock: Vec<PathBuf> = match (&userns, landlock_abi) {
             (Err(_), abi) if abi > 0 => policy
                 .filesystem
                 .deny_read
                 .iter()
                 .filter(|d| !policy.filesystem.write.iter().any(|w| d.starts_with(w)))
-                .filter(|d| few_siblings(d))
                 .cloned()
                 .collect(),
             _ => Vec::new(),
-        };
-        let carve_out_downgrades = match &userns {
-            Ok(()) => Vec::new(),
-            Err(missing) => carve_out_downgrades(&policy, &missing.reason, &approximated),
         };
         if let Err(missing) = &userns {
             if policy.network.mode == NetworkMode::Loopback {
@@ -291,7 +287,6 @@ impl Env {
             }
         }
         refuse_if_required(policy.enforcement.missing_layer, &layer_downgrades)?;
-        refuse_if_required(policy.enforcement.carve_outs, &carve_out_downgrades)?;
         let namespaces = userns.is_ok().then(|| namespaces::Plan::new(&policy));
         let ipc_namespace = namespaces.is_some();
         let mut landlock_policy = policy.clone();
@@ -311,10 +306,16 @@ impl Env {
             _ => landlock_rules::DevView::Host,
         };
         let fs_plan = if landlock_abi > 0 {
-            landlock_rules::plan(&landlock_policy, dev, &approximated)?
+            landlock_rules::plan(&landlock_policy, dev, &hide_by_landlock)?
         } else {
             landlock_rules::FsPlan::default()
         };
+        // After the plan, which says which hidden paths Landlock keeps unreadable after all.
+        let carve_out_downgrades = match &userns {
+            Ok(()) => Vec::new(),
+            Err(missing) => carve_out_downgrades(&policy, &missing.reason, &fs_plan.hidden),
+        };
+        refuse_if_required(policy.enforcement.carve_outs, &carve_out_downgrades)?;
         // Read here, not after confinement: the command keeps this pid across execve, and the
         // process rules may let it act on itself by pid only if they know the pid. Under the
         // namespace layer the command is the init's first child, and its IPC is its own.
@@ -575,18 +576,6 @@ fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
         kind,
         errno: None,
     })
-}
-
-/// Above this many entries beside a hidden path, granting around it costs more Landlock rules
-/// (about 4 µs each, before every command) than it is worth: `/etc/shadow` would take ~140.
-/// Such a path stays a downgrade, refused or reported like any carve-out.
-const MAX_SIBLINGS_TO_APPROXIMATE: usize = 64;
-
-/// Whether `path`'s directory is small enough to grant entry by entry around it.
-fn few_siblings(path: &std::path::Path) -> bool {
-    path.parent()
-        .and_then(|dir| std::fs::read_dir(dir).ok())
-        .is_some_and(|entries| entries.count() <= MAX_SIBLINGS_TO_APPROXIMATE)
 }
 
 fn carve_out_downgrades(

@@ -213,7 +213,15 @@ pub struct FsPlan {
     pub rules: Vec<FsRule>,
     /// Roots narrowed around an excluded path, for the receipt.
     pub approximations: Vec<Approximation>,
+    /// The `hidden` paths given to [`plan`] that the rules keep unreadable (those in a small
+    /// enough directory); the others stay downgrades.
+    pub hidden: Vec<PathBuf>,
 }
+
+/// Above this many entries beside a hidden path, granting around it costs more Landlock rules
+/// (about 4 µs each, before every command) than it is worth: `/etc/shadow` would take ~140.
+/// Such a path is left to the caller as a downgrade.
+pub const MAX_SIBLINGS_TO_APPROXIMATE: usize = 64;
 
 /// Which `/dev` the command will see, which decides whether roots above it must leave it out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,16 +263,35 @@ pub fn plan_with(
             .collect(),
         DevView::Private => Vec::new(),
     };
-    excluded.extend(hidden.iter().map(PathBuf::as_path));
+    // Each directory is listed once: the size check below and the expansion read the same ones.
+    let mut listed: Vec<(PathBuf, Vec<Entry>)> = Vec::new();
+    let mut list = |dir: &Path| -> io::Result<Vec<Entry>> {
+        if let Some((_, entries)) = listed.iter().find(|(d, _)| d == dir) {
+            return Ok(entries.clone());
+        }
+        let entries = list(dir)?;
+        listed.push((dir.to_path_buf(), entries.clone()));
+        Ok(entries)
+    };
+    let mut out = FsPlan::default();
+    for path in hidden {
+        let few = path
+            .parent()
+            .and_then(|dir| list(dir).ok())
+            .is_some_and(|entries| entries.len() <= MAX_SIBLINGS_TO_APPROXIMATE);
+        if few {
+            out.hidden.push(path.clone());
+        }
+    }
+    excluded.extend(out.hidden.iter().map(PathBuf::as_path));
     let fs = &policy.filesystem;
     let roots = fs
         .read
         .iter()
         .map(|p| (p, RuleAccess::Read, "read"))
         .chain(fs.write.iter().map(|p| (p, RuleAccess::Write, "write")));
-    let mut out = FsPlan::default();
     for (root, access, kind) in roots {
-        let expansion = path_expansion::expand(root, &excluded, list).map_err(|source| {
+        let expansion = path_expansion::expand(root, &excluded, &mut list).map_err(|source| {
             SetupError::LandlockPath {
                 path: root.clone(),
                 source,
@@ -666,11 +693,24 @@ mod tests {
             &mut fake_root,
         )
         .unwrap();
-        let summary = summary(&plan);
-        assert_eq!(summary[0], ("/".into(), RuleAccess::Listing, true));
-        assert!(!summary.iter().any(|(p, _, _)| p == "/usr"), "{summary:?}");
-        assert!(summary.contains(&("/tmp".into(), RuleAccess::Read, false)));
+        let rules = summary(&plan);
+        assert_eq!(rules[0], ("/".into(), RuleAccess::Listing, true));
+        assert!(!rules.iter().any(|(p, _, _)| p == "/usr"), "{rules:?}");
+        assert!(rules.contains(&("/tmp".into(), RuleAccess::Read, false)));
         assert!(plan.approximations[0].effect.contains("leave out /usr ("));
+        assert_eq!(plan.hidden, hidden);
+        // A directory that cannot be listed (or is too crowded) keeps its hidden path out of
+        // the plan: the caller reports it as a downgrade.
+        let unlisted = [PathBuf::from("/usr/lib/secret")];
+        let plan = plan_with(
+            &policy(&["/"], &[]),
+            DevView::Private,
+            &unlisted,
+            &mut fake_root,
+        )
+        .unwrap();
+        assert!(plan.hidden.is_empty());
+        assert_eq!(summary(&plan)[0], ("/".into(), RuleAccess::Read, true));
     }
 
     #[test]
