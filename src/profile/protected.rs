@@ -13,9 +13,11 @@
 //! entry that does not exist is made such a placeholder too when a writable root covers it
 //! (a new `~/.ssh/config` with `ProxyCommand`, a `~/.kube/config` with an exec plugin, an
 //! `~/.aws/config` with `credential_process` all run commands). Elsewhere nothing can create
-//! it, and nothing is added. The price: inside the sandbox such a path is an empty directory
-//! (`git init` in a directory that is not a repository fails with `EROFS`; lift `.git` to
-//! allow it), and it is only made where the caller could create it (else nobody can).
+//! it, and nothing is added; nor in a shared temporary directory such as `/tmp`, where a
+//! placeholder would stop every other user from creating the name. Concurrent runs share
+//! placeholders (see `sandbox-helper/src/namespaces/mounts.rs`). The price: inside the sandbox
+//! such a path is an empty directory (`git init` in a directory that is not a repository fails
+//! with `EROFS`; lift `.git` to allow it).
 
 /// Where a protected path is looked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

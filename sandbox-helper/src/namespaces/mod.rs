@@ -143,7 +143,7 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
         }
     };
     if monitor_pid != 0 {
-        let kept: Vec<_> = placeholders.iter().map(|p| p.fd()).collect();
+        let kept: Vec<_> = placeholders.iter().flat_map(|p| p.fds()).collect();
         init::run_monitor(monitor_pid, link.into_monitor_end(), &kept, || {
             for placeholder in placeholders.iter().rev() {
                 placeholder.remove();

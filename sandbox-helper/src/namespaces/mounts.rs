@@ -78,22 +78,46 @@ const PROC_READ_ONLY: [&str; 4] = ["sys", "sysrq-trigger", "irq", "bus"];
 /// The downgrade recorded when a fresh `/proc` cannot be mounted.
 pub const PRIVATE_PROC: &str = "private_proc";
 
-/// An empty directory created at a `read_only` path that did not exist, so that the command
-/// cannot create it. Removed again by the monitor once the sandbox is gone.
+/// The mode a placeholder directory is made with, and how a later run tells one (left by a run
+/// that was killed, or shared with a run still going) from a directory of the person's: an
+/// empty directory of the caller's with exactly this mode. Nothing can be created in it
+/// outside the sandbox either, short of root.
+const PLACEHOLDER_MODE: libc::mode_t = 0o555;
+
+/// How often a placeholder is made again when another run removed it between this run's
+/// `mkdir` and its lock (each retry needs a full removal by another run in that window).
+const PLACEHOLDER_ATTEMPTS: usize = 16;
+
+/// An empty directory at a `read_only` path that did not exist, so that the command cannot
+/// create it; removed again by the monitor once the sandbox is gone.
+///
+/// Runs in one workspace share placeholders: each holds a shared `flock` on the directory for
+/// as long as its sandbox lives, and the last one (the one whose exclusive lock succeeds)
+/// removes it. A run killed before it could remove its placeholder leaves an empty directory
+/// with [`PLACEHOLDER_MODE`], which the next run there takes over and removes.
 #[derive(Debug)]
 pub struct Placeholder {
     /// Where it is.
     pub path: PathBuf,
     parent: OwnedFd,
     name: CString,
+    /// The directory itself, holding the shared lock.
+    dir: OwnedFd,
 }
 
 impl Placeholder {
-    /// Removes the directory if it is still the empty one made here. Best effort: it runs after
-    /// the command, when there is nobody left to report to, and an entry that is not empty was
-    /// not ours to remove. Through the parent's descriptor, so a rename of the parent cannot
-    /// point it elsewhere.
+    /// Removes the directory when no other run holds it and it is still the empty one this
+    /// run locked. Best effort: it runs after the command, when there is nobody left to report
+    /// to, and an entry that is not empty (or was replaced) was not ours to remove. Through the
+    /// parent's descriptor, so a rename of the parent cannot point it elsewhere.
     pub fn remove(&self) {
+        // SAFETY: flock on a descriptor this struct owns.
+        if unsafe { libc::flock(self.dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return; // another run's sandbox still stands on it: that run removes it
+        }
+        if !same_inode(&self.parent, &self.name, &self.dir) {
+            return;
+        }
         // SAFETY: unlinkat on a directory descriptor this struct owns and a NUL-terminated name.
         unsafe {
             libc::unlinkat(
@@ -104,46 +128,142 @@ impl Placeholder {
         };
     }
 
-    /// The descriptor to keep open until [`Placeholder::remove`].
-    pub fn fd(&self) -> RawFd {
-        self.parent.as_raw_fd()
+    /// The descriptors the monitor keeps open until [`Placeholder::remove`].
+    pub fn fds(&self) -> [RawFd; 2] {
+        [self.parent.as_raw_fd(), self.dir.as_raw_fd()]
     }
 }
 
-/// Makes sure every `read_only` path exists, so that it can be covered: a missing one gets an
-/// empty directory at its first missing component (which then is the carve-out: nothing can be
+/// Whether `name` in `parent` is still the directory `dir` is open on.
+fn same_inode(parent: &OwnedFd, name: &CString, dir: &OwnedFd) -> bool {
+    // SAFETY: `stat` is plain data for which all-zero is a valid value.
+    let (mut named, mut held): (libc::stat, libc::stat) = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat and fstat into valid buffers, on descriptors borrowed for the call and a
+    // NUL-terminated name.
+    unsafe {
+        libc::fstatat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            &mut named,
+            libc::AT_SYMLINK_NOFOLLOW,
+        ) == 0
+            && libc::fstat(dir.as_raw_fd(), &mut held) == 0
+            && named.st_dev == held.st_dev
+            && named.st_ino == held.st_ino
+    }
+}
+
+/// Makes sure every `read_only` path exists, so that it can be covered: a missing one gets a
+/// placeholder at its first missing component (which then is the carve-out: nothing can be
 /// created beneath it), a path blocked by a file protects that file. Runs as the caller, before
 /// any namespace, in the host's view. Returns the paths to bind read-only.
 pub fn prepare_read_only(plan: &ViewPlan) -> Result<(Vec<PathBuf>, Vec<Placeholder>), SetupError> {
     let mut targets = Vec::new();
-    let mut placeholders = Vec::new();
+    let mut placeholders: Vec<Placeholder> = Vec::new();
+    let release = |placeholders: &[Placeholder]| {
+        for placeholder in placeholders.iter().rev() {
+            placeholder.remove();
+        }
+    };
     for path in &plan.read_only {
         match open_beneath(None, path) {
-            Ok(_) => {
+            Ok(fd) => {
+                // An empty directory with the placeholder's mode is one: shared with a run
+                // still going, or left by one that was killed. Taken over like a new one.
+                if let Some(placeholder) = adopt_placeholder(path, &fd) {
+                    placeholders.push(placeholder);
+                }
                 targets.push(path.clone());
                 continue;
             }
             Err(e)
                 if e.raw_os_error() == Some(libc::ENOENT)
                     || e.raw_os_error() == Some(libc::ENOTDIR) => {}
-            Err(e) => return Err(view_error("open carve-out", path, e)),
+            Err(e) => {
+                release(&placeholders);
+                return Err(view_error("open carve-out", path, e));
+            }
         }
         // Below a placeholder made for an earlier entry: already covered by it.
-        if placeholders
-            .iter()
-            .any(|p: &Placeholder| path.starts_with(&p.path))
-        {
+        if placeholders.iter().any(|p| path.starts_with(&p.path)) {
             continue;
         }
-        let (target, placeholder) = first_missing(plan, path)?;
-        targets.push(target);
-        placeholders.extend(placeholder);
+        match first_missing(plan, path) {
+            Ok((target, placeholder)) => {
+                targets.push(target);
+                placeholders.extend(placeholder);
+            }
+            Err(e) => {
+                release(&placeholders);
+                return Err(e);
+            }
+        }
     }
     Ok((targets, placeholders))
 }
 
+/// The placeholder `path` (open as `fd`) is, when it is a directory of the caller's with
+/// [`PLACEHOLDER_MODE`], locked shared like a new one. (Removal needs it empty: `rmdir`
+/// checks that.)
+fn adopt_placeholder(path: &Path, fd: &OwnedFd) -> Option<Placeholder> {
+    // SAFETY: `stat` is plain data for which all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat into a valid buffer on a borrowed descriptor; geteuid cannot fail.
+    let ours = unsafe {
+        libc::fstat(fd.as_raw_fd(), &mut st) == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+            && st.st_mode & 0o7777 == PLACEHOLDER_MODE
+            && st.st_uid == libc::geteuid()
+    };
+    if !ours {
+        return None;
+    }
+    let parent_path = path.parent()?;
+    let parent = open_beneath(None, parent_path).ok()?;
+    let name = CString::new(path.file_name()?.as_bytes()).ok()?;
+    lock_placeholder(&parent, &name)
+        .ok()
+        .flatten()
+        .map(|dir| Placeholder {
+            path: path.to_path_buf(),
+            parent,
+            name,
+            dir,
+        })
+}
+
+/// Opens the directory `name` in `parent` and takes the shared lock on it, then checks that the
+/// name still leads to it (a run that was removing it has not removed it meanwhile). `None`
+/// when it is gone or is no longer a directory; an error for anything else.
+fn lock_placeholder(parent: &OwnedFd, name: &CString) -> io::Result<Option<OwnedFd>> {
+    // SAFETY: openat on a directory descriptor and a NUL-terminated name; the result is owned
+    // below.
+    let raw = unsafe {
+        libc::openat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if raw < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP) => Ok(None),
+            _ => Err(err),
+        };
+    }
+    // SAFETY: `raw` is a descriptor just returned to this function.
+    let dir = unsafe { OwnedFd::from_raw_fd(raw) };
+    // Blocking: a run holding it exclusively only checks and removes it.
+    // SAFETY: flock on the descriptor owned above.
+    if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_SH) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(same_inode(parent, name, &dir).then_some(dir))
+}
+
 /// Walks `path` from its writable root down to the first component that does not exist and
-/// creates it as an empty directory; a non-directory on the way is protected instead.
+/// makes it a placeholder; a non-directory on the way is protected instead.
 fn first_missing(
     plan: &ViewPlan,
     path: &Path,
@@ -178,34 +298,90 @@ fn first_missing(
                 let parent =
                     open_beneath(None, &existing).map_err(|e| view_error("open", &existing, e))?;
                 let name = cstring(component.as_os_str().as_bytes(), &next)?;
-                // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
-                if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
-                    let err = io::Error::last_os_error();
-                    // A run in the same workspace made it a moment ago: it exists now, so it is
-                    // covered like any existing path (and is not ours to remove). Whatever is
-                    // there is opened without following links when it is bound.
-                    if err.raw_os_error() == Some(libc::EEXIST) {
-                        return Ok((next, None));
-                    }
-                    return Err(view_error(
-                        "create a placeholder for the carve-out",
-                        &next,
-                        err,
-                    ));
-                }
-                return Ok((
-                    next.clone(),
-                    Some(Placeholder {
-                        path: next,
-                        parent,
-                        name,
-                    }),
-                ));
+                return make_placeholder(parent, name, next);
             }
             Err(e) => return Err(view_error("open carve-out", &next, e)),
         }
     }
     Ok((existing, None))
+}
+
+/// Makes `name` in `parent` a placeholder, or shares the one another run made a moment ago.
+fn make_placeholder(
+    parent: OwnedFd,
+    name: CString,
+    path: PathBuf,
+) -> Result<(PathBuf, Option<Placeholder>), SetupError> {
+    for _ in 0..PLACEHOLDER_ATTEMPTS {
+        // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
+        let made = unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), PLACEHOLDER_MODE) };
+        if made != 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EEXIST) {
+                return Err(view_error(
+                    "create a placeholder for the carve-out",
+                    &path,
+                    err,
+                ));
+            }
+        }
+        let dir = match lock_placeholder(&parent, &name) {
+            Ok(Some(dir)) => dir,
+            // Removed by the run that held it, between the mkdir and the lock: again.
+            Ok(None) if made == 0 || !exists_at(&parent, &name) => continue,
+            // Something that is not a directory took the name (a file, a link): it exists now
+            // and is covered like any existing path, opened without following links.
+            Ok(None) => return Ok((path, None)),
+            Err(e) => return Err(view_error("lock the placeholder", &path, e)),
+        };
+        if made == 0 {
+            // The umask may have taken bits off; the mode is how later runs recognise it.
+            // SAFETY: fchmod on the descriptor just opened.
+            unsafe { libc::fchmod(dir.as_raw_fd(), PLACEHOLDER_MODE) };
+        } else {
+            // Made by someone else: share it only if it is a placeholder too; a directory of
+            // the person's is an existing path, covered and never removed.
+            // SAFETY: `stat` is plain data for which all-zero is a valid value.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: fstat into a valid buffer on the descriptor locked above.
+            let ours = unsafe { libc::fstat(dir.as_raw_fd(), &mut st) } == 0
+                && st.st_mode & 0o7777 == PLACEHOLDER_MODE
+                // SAFETY: geteuid cannot fail.
+                && st.st_uid == unsafe { libc::geteuid() };
+            if !ours {
+                return Ok((path, None));
+            }
+        }
+        return Ok((
+            path.clone(),
+            Some(Placeholder {
+                path,
+                parent,
+                name,
+                dir,
+            }),
+        ));
+    }
+    Err(view_error(
+        "create a placeholder for the carve-out (other runs kept removing it)",
+        &path,
+        io::Error::from_raw_os_error(libc::EAGAIN),
+    ))
+}
+
+/// Whether `name` exists in `parent` (as anything, links not followed).
+fn exists_at(parent: &OwnedFd, name: &CString) -> bool {
+    // SAFETY: `stat` is plain data for which all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat into a valid buffer with a borrowed descriptor and a NUL-terminated name.
+    unsafe {
+        libc::fstatat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        ) == 0
+    }
 }
 
 /// One mount of the view, in the order they are made.
