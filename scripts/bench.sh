@@ -12,7 +12,10 @@
 # The namespace path (issue 8), where user namespaces exist:
 #   cordon-sandbox namespaces   the same helper and policy with its namespace layer
 #   bwrap                       bubblewrap with the equivalent view (user, pid, ipc namespaces,
-#                               / read-only, the writable roots bound, a fresh /dev and /proc)
+#                               / read-only, the writable roots bound, the same carve-outs and
+#                               hidden paths, a fresh /dev and /proc), in a project that has
+#                               every protected entry
+#   ... fresh dir               cordon in a directory with none of them (placeholders)
 # Target (issue 8): the namespace path at most 0.6x bwrap's time.
 # Shell snapshots (issue 4), with a private HOME whose .bashrc does ~100 ms of shell work:
 #   bash -lc true               the login shell as agents run it (reads .profile -> .bashrc)
@@ -80,11 +83,33 @@ print(f"  dynamic build {ms['cordon-sandbox-dynamic']:7.3f} ms  (ratio {ms['cord
 print(f"ratio cordon-sandbox / min-helper: {ms['cordon-sandbox'] / ms['min-helper']:.3f} (target <= 1.15)")
 PY
 
+# The namespace path in a project that has every protected entry of the default profile (a
+# repository with editor and hook configuration), so that both tools bind the same carve-outs:
+# cordon from its default policy there, bwrap from the same list (`--ro-bind` for each
+# read-only entry, `--ro-bind /dev/null` or `--tmpfs` for each hidden one). The last row is
+# the same helper in a directory with none of them: cordon then puts a placeholder at each
+# missing entry for the run (an empty file, a directory for `.git`), which bwrap cannot do.
+project=$work/project
+mkdir -p "$project"/{.git,.cordon,.vscode,.idea,.devcontainer,.husky,.githooks,.claude,.codex,.cursor}
+touch "$project"/{.gitmodules,.envrc,.pre-commit-config.yaml,.lefthook.yml,lefthook.yml,.mcp.json}
+project_policy=$(cd "$project" && "$cordon" run --print-policy)
+bwrap_carve_outs=$(python3 - "$project_policy" <<'PY'
+import json, os, sys
+fs = json.loads(sys.argv[1])["filesystem"]
+args = []
+for p in fs.get("read_only", []):
+    args += ["--ro-bind", p, p]
+for p in fs.get("deny_read", []):
+    args += ["--tmpfs", p, "--remount-ro", p] if os.path.isdir(p) else ["--ro-bind", "/dev/null", p]
+print(" ".join(args))
+PY
+)
 for round in $(seq "$rounds"); do
   hyperfine -N --warmup 20 --runs "$runs" --export-json "$work/ns-$round.json" \
     -n min-helper "$work/min-helper $true_bin" \
-    -n 'cordon-sandbox namespaces' "$helper --policy '$policy' -- $true_bin" \
-    -n bwrap "bwrap --unshare-user --unshare-pid --unshare-ipc --die-with-parent --ro-bind / / --dev /dev --proc /proc --bind $work $work --bind /tmp /tmp --chdir $work -- $true_bin" >/dev/null
+    -n 'cordon-sandbox namespaces' "$helper --policy '$project_policy' -- $true_bin" \
+    -n bwrap "bwrap --unshare-user --unshare-pid --unshare-ipc --die-with-parent --ro-bind / / --dev /dev --proc /proc --bind $project $project --bind /tmp /tmp $bwrap_carve_outs --chdir $project -- $true_bin" \
+    -n 'cordon-sandbox namespaces, fresh dir' "$helper --policy '$policy' -- $true_bin" >/dev/null
 done
 
 python3 - "$work" "$rounds" <<'PY'
@@ -96,9 +121,10 @@ for i in range(1, rounds + 1):
         means.setdefault(x["command"], []).append(x["mean"] * 1000)
 ms = {k: statistics.median(v) for k, v in means.items()}
 print(f"namespace path, median of {rounds} rounds of hyperfine means:")
-for name in ["min-helper", "cordon-sandbox namespaces", "bwrap"]:
-    print(f"  {name:26} {ms[name]:7.3f} ms")
+for name in ["min-helper", "cordon-sandbox namespaces", "bwrap", "cordon-sandbox namespaces, fresh dir"]:
+    print(f"  {name:37} {ms[name]:7.3f} ms")
 print(f"ratio cordon-sandbox namespaces / bwrap: {ms['cordon-sandbox namespaces'] / ms['bwrap']:.3f} (target <= 0.6)")
+print(f"ratio fresh dir (placeholders) / bwrap: {ms['cordon-sandbox namespaces, fresh dir'] / ms['bwrap']:.3f}")
 PY
 
 cargo build --release --quiet -p cordon --examples

@@ -1354,9 +1354,14 @@ mod tests {
             policy.filesystem.write,
             vec![cwd.clone(), PathBuf::from("/tmp")]
         );
-        // The in-root entries that exist (here only `.git`); a missing one is left out, and so
-        // is everything in the shared /tmp, where nothing of the list exists.
-        assert_eq!(policy.filesystem.read_only, vec![cwd.join(".git")]);
+        // Every in-root entry, whether it exists (here only `.git`) or not (the helper makes a
+        // placeholder); none in the shared /tmp, where nothing of the list exists.
+        let in_root: Vec<PathBuf> = protected::PROTECTED
+            .iter()
+            .filter(|p| p.anchor == protected::Anchor::EveryWritableRoot)
+            .map(|p| cwd.join(p.rest))
+            .collect();
+        assert_eq!(policy.filesystem.read_only, in_root);
         assert_eq!(policy.filesystem.deny_read, Vec::<PathBuf>::new());
         assert!(policy.network.mode.is_denied());
         assert_eq!(policy.enforcement.carve_outs, Enforcement::Report);
@@ -1378,10 +1383,10 @@ mod tests {
             .unwrap();
         let fs_policy = &policy.filesystem;
         assert!(fs_policy.deny_read.contains(&home.join(".ssh")));
-        // Missing, so neither hidden nor kept from being created (see `Protector::read_only`).
+        // Missing: nothing to hide, but kept from being created (see `Protector::read_only`).
         assert!(!fs_policy.deny_read.contains(&home.join(".aws")));
-        assert!(!fs_policy.read_only.contains(&home.join(".aws")));
-        assert!(!fs_policy
+        assert!(fs_policy.read_only.contains(&home.join(".aws")));
+        assert!(fs_policy
             .read_only
             .contains(&home.join(".docker/config.json")));
         assert!(fs_policy.read_only.contains(&home.join(".bashrc")));

@@ -101,7 +101,7 @@ print(attempt(lambda: open(".husky/pre-commit", "w").write("#!/bin/sh\nevil\n"))
 print(attempt(lambda: os.makedirs(".git/hooks")))
 print(attempt(lambda: open(".envrc", "w").write("evil\n")))
 print(attempt(lambda: open(".devcontainer/devcontainer.json", "w").write("{}")))
-print(attempt(lambda: os.rmdir(".claude")))
+print(attempt(lambda: os.remove(".claude")))
 print(attempt(lambda: os.rename(".git", "git-moved")))
 print(attempt(lambda: open("src.txt", "w").write("work")))
 print(attempt(lambda: os.mkdir("build")))
@@ -109,7 +109,9 @@ print(attempt(lambda: os.mkdir("build")))
     );
     assert_eq!(
         lines(&out),
-        ["EROFS", "EROFS", "EROFS", "EROFS", "EROFS", "EROFS", "EBUSY", "EBUSY", "OK", "OK"],
+        // A missing `.git` is an empty read-only directory, the other missing names empty
+        // read-only files, each a mount point (which cannot be removed or renamed).
+        ["EROFS", "EROFS", "EROFS", "EROFS", "EROFS", "ENOTDIR", "EBUSY", "EBUSY", "OK", "OK"],
         "{}",
         stderr(&out)
     );
@@ -467,7 +469,8 @@ fn a_killed_runs_placeholders_are_removed_by_the_next_run_and_the_persons_are_ke
     // Give the helper processes (dying with their parent) a moment to be gone.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let left = fs::symlink_metadata(&placeholder).expect("a killed run leaves its placeholder");
-    assert_eq!(left.permissions().mode() & 0o7777, 0o555);
+    assert!(left.is_file() && left.len() == 0);
+    assert_eq!(left.permissions().mode() & 0o7777, 0o444);
     let out = tree.run(&["--", "sh", "-c", "! touch .vscode/tasks.json 2>/dev/null"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for name in [".vscode", ".git", ".cordon"] {
@@ -507,8 +510,8 @@ print(attempt(lambda: open(home + "/project.txt", "w").write("kept")))
     );
     assert_eq!(
         lines(&out),
-        // The placeholder is an empty directory: opening it as a file to write fails first.
-        ["EISDIR", "EISDIR", "EROFS", "EROFS", "OK"],
+        // `~/.config` did not exist either: its placeholder (an empty file) stops the mkdir.
+        ["EROFS", "EROFS", "ENOTDIR", "EROFS", "OK"],
         "{}",
         stderr(&out)
     );
@@ -525,5 +528,33 @@ print(attempt(lambda: open(home + "/project.txt", "w").write("kept")))
     assert_eq!(
         fs::read_to_string(home.join("project.txt")).unwrap(),
         "kept"
+    );
+}
+
+/// A working directory inside a repository but not at its top has no `.git` of its own: the
+/// placeholder there is an empty directory, which git passes over to find the repository
+/// above (an empty `.git` file would be an invalid gitfile and stop git there).
+#[test]
+fn git_still_finds_the_repository_above_a_working_directory_without_git() {
+    require_userns!();
+    let tree = Tree::new();
+    let repo = tree.outside.join("repo");
+    let sub = repo.join("sub");
+    fs::create_dir_all(&sub).unwrap();
+    git(&repo, &["init", "-q"]);
+    let mut cmd = tree.cordon();
+    cmd.current_dir(&sub).env("GIT_CONFIG_NOSYSTEM", "1").args([
+        "run",
+        "--",
+        "git",
+        "rev-parse",
+        "--show-toplevel",
+    ]);
+    let out = cmd.output().expect("spawn cordon");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(lines(&out), [repo.display().to_string()]);
+    assert!(
+        fs::symlink_metadata(sub.join(".git")).is_err(),
+        "placeholder left"
     );
 }

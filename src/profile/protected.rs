@@ -16,8 +16,8 @@
 //! it, and nothing is added; nor in a shared temporary directory such as `/tmp`, where a
 //! placeholder would stop every other user from creating the name. Concurrent runs share
 //! placeholders (see `sandbox-helper/src/namespaces/mounts.rs`). The price: inside the sandbox
-//! such a path is an empty directory (`git init` in a directory that is not a repository fails
-//! with `EROFS`; lift `.git` to allow it).
+//! such a path is an empty read-only file (a directory for `.git`), so `git init` in a directory
+//! that is not a repository fails with `EROFS`; lift `.git` to allow it.
 
 /// Where a protected path is looked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -78,79 +78,120 @@ const PROC_READ_ONLY: [&str; 4] = ["sys", "sysrq-trigger", "irq", "bus"];
 /// The downgrade recorded when a fresh `/proc` cannot be mounted.
 pub const PRIVATE_PROC: &str = "private_proc";
 
-/// The mode a placeholder directory is made with, and how a later run tells one (left by a run
-/// that was killed, or shared with a run still going) from a directory of the person's: an
-/// empty directory of the caller's with exactly this mode. Nothing can be created in it
-/// outside the sandbox either, short of root.
-const PLACEHOLDER_MODE: libc::mode_t = 0o555;
+/// The mode a placeholder is made with (a directory also searchable, so that a lookup below it
+/// finds nothing rather than being refused), and how a later run tells one (left by a run that
+/// was killed, or shared with a run still going) from an entry of the person's: an empty file
+/// or directory of the caller's with exactly this mode. Nobody but root can write it outside.
+const PLACEHOLDER_FILE_MODE: libc::mode_t = 0o444;
+const PLACEHOLDER_DIR_MODE: libc::mode_t = 0o555;
 
 /// How often a placeholder is made again when another run removed it between this run's
-/// `mkdir` and its lock (each retry needs a full removal by another run in that window).
+/// creating it and its lock (each retry needs a full removal by another run in that window).
 const PLACEHOLDER_ATTEMPTS: usize = 16;
 
-/// An empty directory at a `read_only` path that did not exist, so that the command cannot
-/// create it; removed again by the monitor once the sandbox is gone.
+/// What a placeholder is. An empty file, because that costs an inode and nothing else: a
+/// directory costs a block, and on a file system mounted with `discard` freeing it again
+/// makes `rmdir` wait for the device (1.5 ms here, on ext4 over a virtual disk). A directory
+/// only for `.git`: git takes an empty directory for no repository and looks further up, while
+/// an empty `.git` file is an invalid gitfile that stops every git command there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PlaceholderKind {
+    File,
+    Directory,
+}
+
+impl PlaceholderKind {
+    fn mode(self) -> libc::mode_t {
+        match self {
+            PlaceholderKind::File => PLACEHOLDER_FILE_MODE,
+            PlaceholderKind::Directory => PLACEHOLDER_DIR_MODE,
+        }
+    }
+
+    fn for_name(name: &CString) -> PlaceholderKind {
+        if name.as_bytes() == b".git" {
+            PlaceholderKind::Directory
+        } else {
+            PlaceholderKind::File
+        }
+    }
+}
+
+/// An empty file (or directory) at a `read_only` path that did not exist, so that the command
+/// cannot create it; removed again by the monitor once the sandbox is gone.
 ///
-/// Runs in one workspace share placeholders: each holds a shared `flock` on the directory for
-/// as long as its sandbox lives, and the last one (the one whose exclusive lock succeeds)
-/// removes it. A run killed before it could remove its placeholder leaves an empty directory
-/// with [`PLACEHOLDER_MODE`], which the next run there takes over and removes.
+/// Runs in one workspace share placeholders: each holds a shared `flock` on it for as long as
+/// its sandbox lives, and the last one (the one whose exclusive lock succeeds) removes it. A
+/// run killed before it could remove its placeholder leaves an empty entry with
+/// the placeholder's mode, which the next run there takes over and removes.
 #[derive(Debug)]
 pub struct Placeholder {
     /// Where it is.
     pub path: PathBuf,
     parent: OwnedFd,
     name: CString,
-    /// The directory itself, holding the shared lock.
-    dir: OwnedFd,
+    kind: PlaceholderKind,
+    /// The placeholder itself, holding the shared lock.
+    held: OwnedFd,
 }
 
 impl Placeholder {
-    /// Removes the directory when no other run holds it and it is still the empty one this
+    /// Removes the placeholder when no other run holds it and it is still the empty one this
     /// run locked. Best effort: it runs after the command, when there is nobody left to report
     /// to, and an entry that is not empty (or was replaced) was not ours to remove. Through the
     /// parent's descriptor, so a rename of the parent cannot point it elsewhere.
     pub fn remove(&self) {
         // SAFETY: flock on a descriptor this struct owns.
-        if unsafe { libc::flock(self.dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if unsafe { libc::flock(self.held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return; // another run's sandbox still stands on it: that run removes it
         }
-        if !same_inode(&self.parent, &self.name, &self.dir) {
+        let Some(st) = same_inode(&self.parent, &self.name, &self.held) else {
             return;
-        }
-        // SAFETY: unlinkat on a directory descriptor this struct owns and a NUL-terminated name.
-        unsafe {
-            libc::unlinkat(
-                self.parent.as_raw_fd(),
-                self.name.as_ptr(),
-                libc::AT_REMOVEDIR,
-            )
         };
+        let flags = match self.kind {
+            // rmdir itself refuses a directory that is not empty.
+            PlaceholderKind::Directory => libc::AT_REMOVEDIR,
+            PlaceholderKind::File if st.st_size == 0 => 0,
+            PlaceholderKind::File => return, // someone (root) wrote to it: theirs now
+        };
+        // SAFETY: unlinkat on a directory descriptor this struct owns and a NUL-terminated name.
+        unsafe { libc::unlinkat(self.parent.as_raw_fd(), self.name.as_ptr(), flags) };
     }
 
     /// The descriptors the monitor keeps open until [`Placeholder::remove`].
     pub fn fds(&self) -> [RawFd; 2] {
-        [self.parent.as_raw_fd(), self.dir.as_raw_fd()]
+        [self.parent.as_raw_fd(), self.held.as_raw_fd()]
     }
 }
 
-/// Whether `name` in `parent` is still the directory `dir` is open on.
-fn same_inode(parent: &OwnedFd, name: &CString, dir: &OwnedFd) -> bool {
+/// The status of `held` when `name` in `parent` still leads to it.
+fn same_inode(parent: &OwnedFd, name: &CString, held: &OwnedFd) -> Option<libc::stat> {
     // SAFETY: `stat` is plain data for which all-zero is a valid value.
-    let (mut named, mut held): (libc::stat, libc::stat) = unsafe { std::mem::zeroed() };
+    let (mut named, mut st): (libc::stat, libc::stat) = unsafe { std::mem::zeroed() };
     // SAFETY: fstatat and fstat into valid buffers, on descriptors borrowed for the call and a
     // NUL-terminated name.
-    unsafe {
+    let same = unsafe {
         libc::fstatat(
             parent.as_raw_fd(),
             name.as_ptr(),
             &mut named,
             libc::AT_SYMLINK_NOFOLLOW,
         ) == 0
-            && libc::fstat(dir.as_raw_fd(), &mut held) == 0
-            && named.st_dev == held.st_dev
-            && named.st_ino == held.st_ino
-    }
+            && libc::fstat(held.as_raw_fd(), &mut st) == 0
+    } && named.st_dev == st.st_dev
+        && named.st_ino == st.st_ino;
+    same.then_some(st)
+}
+
+/// Whether `st` is a placeholder of `kind`: the caller's, with exactly its kind's mode (a
+/// file also empty; a directory's emptiness `rmdir` checks).
+fn is_placeholder(st: &libc::stat, kind: PlaceholderKind) -> bool {
+    let type_matches = match kind {
+        PlaceholderKind::File => st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_size == 0,
+        PlaceholderKind::Directory => st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+    };
+    // SAFETY: geteuid cannot fail.
+    type_matches && st.st_mode & 0o7777 == kind.mode() && st.st_uid == unsafe { libc::geteuid() }
 }
 
 /// Makes sure every `read_only` path exists, so that it can be covered: a missing one gets a
@@ -202,49 +243,45 @@ pub fn prepare_read_only(plan: &ViewPlan) -> Result<(Vec<PathBuf>, Vec<Placehold
     Ok((targets, placeholders))
 }
 
-/// The placeholder `path` (open as `fd`) is, when it is a directory of the caller's with
-/// [`PLACEHOLDER_MODE`], locked shared like a new one. (Removal needs it empty: `rmdir`
-/// checks that.)
+/// The placeholder `path` (open as `fd`) is, when it is one (see [`is_placeholder`]), locked
+/// shared like a new one.
 fn adopt_placeholder(path: &Path, fd: &OwnedFd) -> Option<Placeholder> {
+    let name = CString::new(path.file_name()?.as_bytes()).ok()?;
+    let kind = PlaceholderKind::for_name(&name);
     // SAFETY: `stat` is plain data for which all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat into a valid buffer on a borrowed descriptor; geteuid cannot fail.
-    let ours = unsafe {
-        libc::fstat(fd.as_raw_fd(), &mut st) == 0
-            && st.st_mode & libc::S_IFMT == libc::S_IFDIR
-            && st.st_mode & 0o7777 == PLACEHOLDER_MODE
-            && st.st_uid == libc::geteuid()
-    };
-    if !ours {
+    // SAFETY: fstat into a valid buffer on a borrowed descriptor.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || !is_placeholder(&st, kind) {
         return None;
     }
-    let parent_path = path.parent()?;
-    let parent = open_beneath(None, parent_path).ok()?;
-    let name = CString::new(path.file_name()?.as_bytes()).ok()?;
-    lock_placeholder(&parent, &name)
-        .ok()
-        .flatten()
-        .map(|dir| Placeholder {
-            path: path.to_path_buf(),
-            parent,
-            name,
-            dir,
-        })
+    let parent = open_beneath(None, path.parent()?).ok()?;
+    let held = lock_placeholder(&parent, &name, kind).ok().flatten()?;
+    Some(Placeholder {
+        path: path.to_path_buf(),
+        parent,
+        name,
+        kind,
+        held,
+    })
 }
 
-/// Opens the directory `name` in `parent` and takes the shared lock on it, then checks that the
+/// Opens `name` in `parent` as a `kind` and takes the shared lock on it, then checks that the
 /// name still leads to it (a run that was removing it has not removed it meanwhile). `None`
-/// when it is gone or is no longer a directory; an error for anything else.
-fn lock_placeholder(parent: &OwnedFd, name: &CString) -> io::Result<Option<OwnedFd>> {
+/// when it is gone or is not a `kind` (a link, a FIFO, the other kind); an error for anything
+/// else.
+fn lock_placeholder(
+    parent: &OwnedFd,
+    name: &CString,
+    kind: PlaceholderKind,
+) -> io::Result<Option<OwnedFd>> {
+    // Never blocks on a FIFO planted there, never follows a link.
+    let mut flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if kind == PlaceholderKind::Directory {
+        flags |= libc::O_DIRECTORY;
+    }
     // SAFETY: openat on a directory descriptor and a NUL-terminated name; the result is owned
     // below.
-    let raw = unsafe {
-        libc::openat(
-            parent.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
+    let raw = unsafe { libc::openat(parent.as_raw_fd(), name.as_ptr(), flags) };
     if raw < 0 {
         let err = io::Error::last_os_error();
         return match err.raw_os_error() {
@@ -253,13 +290,20 @@ fn lock_placeholder(parent: &OwnedFd, name: &CString) -> io::Result<Option<Owned
         };
     }
     // SAFETY: `raw` is a descriptor just returned to this function.
-    let dir = unsafe { OwnedFd::from_raw_fd(raw) };
+    let held = unsafe { OwnedFd::from_raw_fd(raw) };
     // Blocking: a run holding it exclusively only checks and removes it.
     // SAFETY: flock on the descriptor owned above.
-    if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_SH) } != 0 {
+    if unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_SH) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(same_inode(parent, name, &dir).then_some(dir))
+    let Some(st) = same_inode(parent, name, &held) else {
+        return Ok(None);
+    };
+    let type_matches = match kind {
+        PlaceholderKind::File => st.st_mode & libc::S_IFMT == libc::S_IFREG,
+        PlaceholderKind::Directory => st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+    };
+    Ok(type_matches.then_some(held))
 }
 
 /// Walks `path` from its writable root down to the first component that does not exist and
@@ -312,42 +356,39 @@ fn make_placeholder(
     name: CString,
     path: PathBuf,
 ) -> Result<(PathBuf, Option<Placeholder>), SetupError> {
+    let kind = PlaceholderKind::for_name(&name);
     for _ in 0..PLACEHOLDER_ATTEMPTS {
-        // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
-        let made = unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), PLACEHOLDER_MODE) };
-        if made != 0 {
-            let err = io::Error::last_os_error();
+        let made = create_exclusive(&parent, &name, kind);
+        if let Err(err) = &made {
             if err.raw_os_error() != Some(libc::EEXIST) {
                 return Err(view_error(
                     "create a placeholder for the carve-out",
                     &path,
-                    err,
+                    io::Error::from_raw_os_error(err.raw_os_error().unwrap_or(libc::EIO)),
                 ));
             }
         }
-        let dir = match lock_placeholder(&parent, &name) {
-            Ok(Some(dir)) => dir,
-            // Removed by the run that held it, between the mkdir and the lock: again.
-            Ok(None) if made == 0 || !exists_at(&parent, &name) => continue,
-            // Something that is not a directory took the name (a file, a link): it exists now
-            // and is covered like any existing path, opened without following links.
+        let held = match lock_placeholder(&parent, &name, kind) {
+            Ok(Some(held)) => held,
+            // Removed by the run that held it, between the creation and the lock: again.
+            Ok(None) if !exists_at(&parent, &name) => continue,
+            // Something else took the name (a file where a directory was made, a link): it
+            // exists now and is covered like any existing path, opened without following links.
             Ok(None) => return Ok((path, None)),
             Err(e) => return Err(view_error("lock the placeholder", &path, e)),
         };
-        if made == 0 {
+        if made.is_ok() {
             // The umask may have taken bits off; the mode is how later runs recognise it.
             // SAFETY: fchmod on the descriptor just opened.
-            unsafe { libc::fchmod(dir.as_raw_fd(), PLACEHOLDER_MODE) };
+            unsafe { libc::fchmod(held.as_raw_fd(), kind.mode()) };
         } else {
-            // Made by someone else: share it only if it is a placeholder too; a directory of
-            // the person's is an existing path, covered and never removed.
+            // Made by someone else: shared only if it is a placeholder too; an entry of the
+            // person's is an existing path, covered and never removed.
             // SAFETY: `stat` is plain data for which all-zero is a valid value.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
             // SAFETY: fstat into a valid buffer on the descriptor locked above.
-            let ours = unsafe { libc::fstat(dir.as_raw_fd(), &mut st) } == 0
-                && st.st_mode & 0o7777 == PLACEHOLDER_MODE
-                // SAFETY: geteuid cannot fail.
-                && st.st_uid == unsafe { libc::geteuid() };
+            let ours =
+                unsafe { libc::fstat(held.as_raw_fd(), &mut st) } == 0 && is_placeholder(&st, kind);
             if !ours {
                 return Ok((path, None));
             }
@@ -358,7 +399,8 @@ fn make_placeholder(
                 path,
                 parent,
                 name,
-                dir,
+                kind,
+                held,
             }),
         ));
     }
@@ -367,6 +409,42 @@ fn make_placeholder(
         &path,
         io::Error::from_raw_os_error(libc::EAGAIN),
     ))
+}
+
+/// Creates `name` in `parent` as an empty `kind`, failing with `EEXIST` when anything is there.
+fn create_exclusive(parent: &OwnedFd, name: &CString, kind: PlaceholderKind) -> io::Result<()> {
+    match kind {
+        PlaceholderKind::Directory => {
+            // SAFETY: mkdirat on a directory descriptor and a NUL-terminated name.
+            if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), PLACEHOLDER_DIR_MODE) }
+                != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        PlaceholderKind::File => {
+            // SAFETY: openat with O_CREAT|O_EXCL on a directory descriptor and a NUL-terminated
+            // name; the descriptor is closed right away (the lock is taken on a fresh open).
+            let fd = unsafe {
+                libc::openat(
+                    parent.as_raw_fd(),
+                    name.as_ptr(),
+                    libc::O_WRONLY
+                        | libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_NOFOLLOW
+                        | libc::O_CLOEXEC,
+                    PLACEHOLDER_FILE_MODE as libc::c_uint,
+                )
+            };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: close of the descriptor just returned.
+            unsafe { libc::close(fd) };
+        }
+    }
+    Ok(())
 }
 
 /// Whether `name` exists in `parent` (as anything, links not followed).
