@@ -154,7 +154,7 @@ fn preset_summary(p: &PresetCheck) -> String {
 
 /// One line per thing not enforced: downgrades, then missing namespace layers.
 fn preset_details(p: &PresetCheck) -> Vec<String> {
-    let mut lines = crate::report::grouped_not_enforced(&p.downgrades);
+    let mut lines = cordon_sandbox::status::not_enforced_lines(&p.downgrades);
     lines.extend(p.missing_layers.iter().map(|m| {
         let name = serde_json::to_value(m.layer)
             .ok()

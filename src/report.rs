@@ -133,39 +133,10 @@ pub fn rejected_json(message: &str) -> String {
     .render()
 }
 
-/// One line per downgrade in the receipt, for stderr before the command's output (each
-/// printed with a `cordon: ` prefix). Downgrades of one kind with the same reason (every
-/// carve-out, when there is no mount layer) share a line that lists their paths, so that the
-/// reason is read once rather than skipped as noise.
+/// One line per downgrade in the receipt (those of one kind with one reason share a line), for
+/// stderr before the command's output (each printed with a `cordon: ` prefix).
 pub fn not_enforced_lines(receipt: &ConfinementReceipt) -> Vec<String> {
-    grouped_not_enforced(&receipt.downgrades)
-}
-
-/// [`not_enforced_lines`] for any list of downgrades.
-pub fn grouped_not_enforced(downgrades: &[cordon_sandbox::status::Downgrade]) -> Vec<String> {
-    // (kind, reason) -> what, in first-seen order.
-    let mut groups: Vec<(&str, &str, Vec<&str>)> = Vec::new();
-    for d in downgrades {
-        let (kind, what) = d
-            .restriction
-            .split_once(':')
-            .unwrap_or((d.restriction.as_str(), ""));
-        match groups
-            .iter_mut()
-            .find(|(k, r, _)| *k == kind && *r == d.reason.as_str())
-        {
-            Some((_, _, whats)) if !what.is_empty() => whats.push(what),
-            _ => groups.push((kind, d.reason.as_str(), vec![what])),
-        }
-    }
-    groups
-        .into_iter()
-        .map(|(kind, reason, whats)| match whats.as_slice() {
-            [""] => format!("not enforced: {kind} ({reason})"),
-            [one] => format!("not enforced: {kind}:{one} ({reason})"),
-            many => format!("not enforced: {kind}: {} ({reason})", many.join(", ")),
-        })
-        .collect()
+    cordon_sandbox::status::not_enforced_lines(&receipt.downgrades)
 }
 
 /// Lines for stderr after the command's own output (each printed with a `cordon: ` prefix).

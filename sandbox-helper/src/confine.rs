@@ -465,11 +465,8 @@ pub fn report(status: Option<BorrowedFd<'_>>, record: &StatusRecord) -> io::Resu
     }
     match record {
         StatusRecord::Confined(receipt) => {
-            for d in &receipt.downgrades {
-                eprintln!(
-                    "cordon-sandbox: not enforced: {} ({})",
-                    d.restriction, d.reason
-                );
+            for line in crate::status::not_enforced_lines(&receipt.downgrades) {
+                eprintln!("cordon-sandbox: {line}");
             }
         }
         StatusRecord::SetupError { message, .. } => eprintln!("cordon-sandbox: {message}"),

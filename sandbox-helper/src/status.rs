@@ -98,6 +98,35 @@ pub enum Layer {
     Seccomp,
 }
 
+/// One line per downgrade, without a prefix: downgrades of one kind with the same reason
+/// (every carve-out, when there is no mount layer) share a line that lists what they name, so
+/// that the reason is read once rather than skipped as noise.
+pub fn not_enforced_lines(downgrades: &[Downgrade]) -> Vec<String> {
+    // (kind, reason, what), in first-seen order.
+    let mut groups: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    for d in downgrades {
+        let (kind, what) = d
+            .restriction
+            .split_once(':')
+            .unwrap_or((d.restriction.as_str(), ""));
+        match groups
+            .iter_mut()
+            .find(|(k, r, _)| *k == kind && *r == d.reason.as_str())
+        {
+            Some((_, _, whats)) if !what.is_empty() => whats.push(what),
+            _ => groups.push((kind, d.reason.as_str(), vec![what])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(kind, reason, whats)| match whats.as_slice() {
+            [""] => format!("not enforced: {kind} ({reason})"),
+            [one] => format!("not enforced: {kind}:{one} ({reason})"),
+            many => format!("not enforced: {kind}: {} ({reason})", many.join(", ")),
+        })
+        .collect()
+}
+
 /// One requested restriction that is not enforced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -236,6 +265,33 @@ fn encode(record: &StatusRecord) -> io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn downgrade(restriction: &str, reason: &str) -> Downgrade {
+        Downgrade {
+            restriction: restriction.into(),
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn downgrades_of_one_kind_and_reason_share_a_line() {
+        let lines = not_enforced_lines(&[
+            downgrade("read_only:/w/.git", "no mounts"),
+            downgrade("landlock_truncate", "ABI 2"),
+            downgrade("read_only:/w/.vscode", "no mounts"),
+            downgrade("deny_read:/etc/shadow", "no mounts"),
+            downgrade("read_only:/x", "other"),
+        ]);
+        assert_eq!(
+            lines,
+            [
+                "not enforced: read_only: /w/.git, /w/.vscode (no mounts)",
+                "not enforced: landlock_truncate (ABI 2)",
+                "not enforced: deny_read:/etc/shadow (no mounts)",
+                "not enforced: read_only:/x (other)",
+            ]
+        );
+    }
 
     #[test]
     fn records_round_trip() {
