@@ -133,9 +133,16 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("cordon: {}", first.trim_start_matches("error: "));
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand
+            ) {
+                // Bare `cordon` or `cordon snapshot`: what there is to run is the useful answer.
+                eprint!("{}", e.render());
+            } else {
+                eprintln!("cordon: {}", clap_error_line(&e.render().to_string()));
+            }
             return ExitCode::from(EXIT_CORDON);
         }
     };
@@ -176,6 +183,32 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// clap's error on one line: the message and its details (the valid values, a tip), without
+/// the usage and the pointer to `--help`.
+fn clap_error_line(rendered: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for line in rendered.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with("For more information") {
+            continue;
+        }
+        if line.starts_with("Usage:") {
+            break;
+        }
+        parts.push(line.trim_start_matches("error: "));
+    }
+    if parts.is_empty() {
+        return "invalid arguments".to_owned();
+    }
+    parts
+        .iter()
+        .map(|part| match part.strip_prefix("tip: ") {
+            Some(tip) => format!("({tip})"),
+            None => (*part).to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// An error and its causes on one line, each cause once: the library's errors already quote
@@ -262,14 +295,32 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     if args.print_policy {
         match &resolved.policy {
             Some(policy) => println!("{}", policy.to_json()),
-            None => println!("null"),
+            // No policy means no helper: say so rather than print `null`.
+            None => println!(
+                "{}",
+                serde_json::json!({
+                    "version": 1,
+                    "sandbox": "none",
+                    "cwd": cwd,
+                    "note": "full-access: the command runs directly, without the helper: no \
+                             Landlock, seccomp or namespaces, full filesystem and network access",
+                })
+            ),
         }
         return Ok(Prepared::Printed);
     }
-    if args.argv.is_empty() {
-        return Err(anyhow!(
-            "no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])"
-        ));
+    match args.argv.first() {
+        None => {
+            return Err(anyhow!(
+                "no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])"
+            ))
+        }
+        Some(program) if program.is_empty() => {
+            return Err(anyhow!(
+                "the program name is empty (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])"
+            ))
+        }
+        Some(_) => {}
     }
     let mut env = EnvPolicy::default();
     if args.env_clear {

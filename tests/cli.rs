@@ -512,3 +512,54 @@ fn first_interrupt_reaches_the_command_second_cancels() {
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(stderr(&out).contains("interrupted; killed sh and its process group"));
 }
+
+#[test]
+fn bare_cordon_and_bare_snapshot_print_their_usage_and_exit_125() {
+    let tree = Tree::new();
+    for args in [&[][..], &["snapshot"][..]] {
+        let out = tree.cordon().args(args).output().expect("spawn cordon");
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.contains("Usage: cordon"), "{args:?}: {err}");
+        assert!(err.contains("Commands:"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn argument_errors_are_one_line_and_keep_the_valid_values() {
+    let tree = Tree::new();
+    let out = tree.run(&["--network", "maybe", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(
+        stderr(&out),
+        "cordon: invalid value 'maybe' for '--network <MODE>' [possible values: denied, loopback, enabled]\n"
+    );
+    let out = tree.run(&["--frobnicate", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(
+        stderr(&out),
+        "cordon: unexpected argument '--frobnicate' found (to pass '--frobnicate' as a value, use '-- --frobnicate')\n"
+    );
+}
+
+#[test]
+fn an_empty_program_name_is_bad_input_and_nothing_runs() {
+    let tree = Tree::new();
+    let out = tree.run(&["--", "", "x"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(
+        stderr(&out),
+        "cordon: the program name is empty (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])\n"
+    );
+}
+
+#[test]
+fn full_access_print_policy_says_that_nothing_is_confined() {
+    let tree = Tree::new();
+    let out = tree.run(&["-p", "full-access", "--print-policy"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(value["sandbox"], "none");
+    assert_eq!(value["cwd"], tree.cwd.display().to_string());
+    assert!(value["note"].as_str().unwrap().contains("without the helper"));
+}
