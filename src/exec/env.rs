@@ -187,17 +187,38 @@ const SECRET_WORDS: [&str; 11] = [
 /// not.
 const BENIGN_WORDS: [&str; 3] = ["KEYBOARD", "KEYMAP", "AUTHOR"];
 
+/// Well-known variables whose names contain a secret word but whose values are not secrets,
+/// passed through as they are (each with what it holds). Matched exactly, case-insensitively.
+#[rustfmt::skip]
+const WELL_KNOWN_NON_SECRETS: &[(&str, &str)] = &[
+    ("XDG_SESSION_ID", "the logind session number"),
+    ("XDG_SESSION_TYPE", "x11, wayland or tty"),
+    ("XDG_SESSION_CLASS", "user, greeter or lock-screen"),
+    ("XDG_SESSION_DESKTOP", "the desktop's name"),
+    ("TOKENIZERS_PARALLELISM", "a Hugging Face tokenizers switch"),
+    ("KEYTIMEOUT", "zsh's key sequence timeout"),
+    ("PASSWORD_STORE_DIR", "where pass keeps its store (a path; the store itself is hidden)"),
+];
+
 /// Whether a variable name looks like it holds a credential.
 ///
 /// Case-insensitive: any of `KEY`, `SECRET`, `TOKEN`, `PASSWORD`, `PASSWD`, `PASSPHRASE`,
 /// `CREDENTIAL`, `AUTH`, `PRIVATE`, `COOKIE`, `SESSION_ID` anywhere in the name (after blanking
-/// `KEYBOARD`, `KEYMAP`, `AUTHOR`); a name starting `AWS_`; a name ending `_PAT`.
+/// `KEYBOARD`, `KEYMAP`, `AUTHOR`), or a name ending `_PAT`; except the well-known names in
+/// [`WELL_KNOWN_NON_SECRETS`]. So `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` and
+/// `AWS_ACCESS_KEY_ID` go while `AWS_REGION`, `AWS_PROFILE` and `AWS_CA_BUNDLE` (a path) stay.
 /// This deliberately errs towards dropping: `SSH_AUTH_SOCK` and `XAUTHORITY` go too, because
 /// an agent socket or X cookie *is* a credential. Put a name in [`EnvPolicy::keep`] or `set`
 /// to pass it anyway.
 pub fn looks_secret(name: &str) -> bool {
     let mut upper = name.to_ascii_uppercase();
-    if upper.starts_with("AWS_") || upper.ends_with("_PAT") {
+    if WELL_KNOWN_NON_SECRETS
+        .iter()
+        .any(|(known, _)| *known == upper)
+    {
+        return false;
+    }
+    if upper.ends_with("_PAT") {
         return true;
     }
     for benign in BENIGN_WORDS {
@@ -220,7 +241,9 @@ mod tests {
             "OPENAI_API_KEY",
             "github_token",
             "GITHUB_TOKEN",
-            "AWS_REGION",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_ACCESS_KEY_ID",
             "MY_PAT",
             "DB_PASSWORD",
             "PGPASSWD",
@@ -240,6 +263,12 @@ mod tests {
             "GIT_AUTHOR_NAME",
             "GIT_AUTHOR_EMAIL",
             "PATTERN",
+            "AWS_REGION",
+            "AWS_DEFAULT_REGION",
+            "AWS_PROFILE",
+            "AWS_CA_BUNDLE",
+            "XDG_SESSION_ID",
+            "tokenizers_parallelism",
             "LANG",
             "TERM",
         ] {
