@@ -15,7 +15,9 @@ use super::shell::ShellKind;
 /// script sources, given a way to read environment variables (`HOME`, `ZDOTDIR`, `ENV`,
 /// `BASH_ENV`). Alternatives such as bash's `~/.bash_profile | ~/.bash_login | ~/.profile` are
 /// all listed: creating the first one changes which is read, so each must be part of the key.
-/// Files that `/etc/profile` itself sources (`/etc/profile.d/*`) are not followed.
+/// The scripts `/etc/profile` sources on Debian, Ubuntu, Fedora and Arch (`/etc/profile.d/*.sh`)
+/// are listed too, so that adding or editing one makes a new key; what those scripts source in
+/// turn is not followed.
 pub fn startup_files(kind: ShellKind, env: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let in_home = |name: &str| home.as_ref().map(|h| h.join(name));
@@ -24,6 +26,7 @@ pub fn startup_files(kind: ShellKind, env: impl Fn(&str) -> Option<OsString>) ->
     match kind {
         ShellKind::Bash => {
             files.push(Some("/etc/profile".into()));
+            files.extend(profile_d().into_iter().map(Some));
             files.push(in_home(".bash_profile"));
             files.push(in_home(".bash_login"));
             files.push(in_home(".profile"));
@@ -48,11 +51,26 @@ pub fn startup_files(kind: ShellKind, env: impl Fn(&str) -> Option<OsString>) ->
         }
         ShellKind::Sh => {
             files.push(Some("/etc/profile".into()));
+            files.extend(profile_d().into_iter().map(Some));
             files.push(in_home(".profile"));
             files.push(from_env("ENV"));
         }
     }
     files.into_iter().flatten().collect()
+}
+
+/// `/etc/profile.d/*.sh`, sorted (the order `/etc/profile`'s glob sources them in).
+fn profile_d() -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir("/etc/profile.d") else {
+        return Vec::new();
+    };
+    let mut scripts: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|ext| ext == "sh"))
+        .collect();
+    scripts.sort();
+    scripts
 }
 
 /// A hex SHA-256 over the shell's path, size and mtime, and each startup file's path, size,
@@ -130,25 +148,32 @@ mod tests {
             _ => None,
         };
         let bash = startup_files(ShellKind::Bash, env);
+        // This machine's /etc/profile.d scripts come right after /etc/profile.
+        let with_profile_d = |rest: &[&str]| -> Vec<PathBuf> {
+            std::iter::once(PathBuf::from("/etc/profile"))
+                .chain(profile_d())
+                .chain(rest.iter().map(PathBuf::from))
+                .collect()
+        };
         assert_eq!(
             bash,
-            [
-                "/etc/profile",
+            with_profile_d(&[
                 "/h/.bash_profile",
                 "/h/.bash_login",
                 "/h/.profile",
                 "/etc/bash.bashrc",
                 "/h/.bashrc"
-            ]
-            .map(PathBuf::from)
+            ])
         );
+        assert!(profile_d().iter().all(|p| p.starts_with("/etc/profile.d")
+            && p.extension().is_some_and(|e| e == "sh")));
         let zsh = startup_files(ShellKind::Zsh, env);
         assert!(zsh.contains(&PathBuf::from("/z/.zshrc")));
         assert!(zsh.contains(&PathBuf::from("/etc/zsh/zlogin")));
         assert!(!zsh.iter().any(|p| p.starts_with("/h")));
         assert_eq!(
             startup_files(ShellKind::Sh, env),
-            ["/etc/profile", "/h/.profile", "/h/.shrc"].map(PathBuf::from)
+            with_profile_d(&["/h/.profile", "/h/.shrc"])
         );
     }
 
