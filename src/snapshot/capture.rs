@@ -878,3 +878,37 @@ mod tests {
         );
     }
 }
+
+/// Entry points for the fuzz targets (`fuzz/`), compiled only under `cargo fuzz`.
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    use super::*;
+
+    /// What the capture shell's output becomes: the sections after the marker, rendered as a
+    /// snapshot file with the exports filtered against `inherited`. `None` when the output has
+    /// no complete set of sections.
+    pub fn render_capture(
+        kind: ShellKind,
+        output: &[u8],
+        sep: &str,
+        inherited: &HashMap<Vec<u8>, Vec<u8>>,
+    ) -> Option<Vec<u8>> {
+        let sections = split_sections(output, sep).ok()?;
+        let shell = Shell {
+            path: PathBuf::from(kind.name()),
+            kind,
+        };
+        Some(render(&shell, &sections, None, inherited))
+    }
+
+    /// The capture output of a shell whose startup files defined nothing but the environment
+    /// `env` (NUL-separated `NAME=VALUE` entries, as `env -0` prints them).
+    pub fn output_with_env(sep: &str, env: &[u8]) -> Vec<u8> {
+        let mut out = format!(
+            "{MARKER_LINE}\n{sep} functions\n{sep} options\n{sep} aliases\n{sep} env\n"
+        )
+        .into_bytes();
+        out.extend_from_slice(env);
+        out
+    }
+}

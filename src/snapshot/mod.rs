@@ -78,6 +78,9 @@
 mod cache;
 mod cache_key;
 mod capture;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub use capture::fuzzing;
 mod cleanup;
 mod quote;
 mod rewrite;
