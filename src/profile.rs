@@ -126,6 +126,9 @@ struct Rules {
     tcp_connect: Option<Vec<u16>>,
     tcp_bind: Option<Vec<u16>>,
     enforcement: EnforcementPolicy,
+    /// `enforcement` as the person set it (their profile file or `--enforcement`), not a
+    /// preset's: only this relaxes the `read_only` and `deny_read` entries they wrote.
+    own_enforcement: Option<Enforcement>,
 }
 
 impl Rules {
@@ -143,7 +146,22 @@ impl Rules {
             tcp_connect: None,
             tcp_bind: None,
             enforcement: EnforcementPolicy::STRICT,
+            own_enforcement: None,
         }
+    }
+
+    fn set_enforcement(&mut self, e: Enforcement) {
+        self.enforcement = EnforcementPolicy {
+            missing_layer: e,
+            carve_outs: e,
+        };
+        self.own_enforcement = Some(e);
+    }
+
+    /// Whether the `read_only` and `deny_read` entries written here must be enforced or
+    /// refused whatever the preset's `carve_outs` says.
+    fn own_rules_required(&self) -> bool {
+        self.own_enforcement != Some(Enforcement::Report)
     }
 }
 
@@ -441,6 +459,12 @@ pub struct Overrides {
     pub network: Option<NetworkMode>,
     /// `--allow-unix-sockets`.
     pub allow_unix_sockets: bool,
+    /// Extra `read_only` entries (`--read-only`), written by the person like a profile's.
+    pub read_only: Vec<String>,
+    /// Extra `deny_read` entries (`--deny-read`).
+    pub deny_read: Vec<String>,
+    /// `--enforcement`: replaces the profile's, as the person's own choice.
+    pub enforcement: Option<Enforcement>,
 }
 
 impl PermissionProfile {
@@ -583,10 +607,7 @@ impl PermissionProfile {
             rules.tcp_bind = file.network.tcp_bind;
         }
         if let Some(e) = file.enforcement {
-            rules.enforcement = EnforcementPolicy {
-                missing_layer: e,
-                carve_outs: e,
-            };
+            rules.set_enforcement(e);
         }
         Ok(PermissionProfile {
             origin: origin.to_owned(),
@@ -609,6 +630,11 @@ impl PermissionProfile {
             }
             if overrides.allow_unix_sockets {
                 rules.unix_sockets = UnixSockets::Allow;
+            }
+            rules.read_only.extend(overrides.read_only.iter().cloned());
+            rules.deny_read.extend(overrides.deny_read.iter().cloned());
+            if let Some(e) = overrides.enforcement {
+                rules.set_enforcement(e);
             }
         }
         self
@@ -674,6 +700,9 @@ impl PermissionProfile {
         let read = canonical_roots(read);
         let write = canonical_roots(write);
 
+        // What the person wrote (not the preset's protected defaults), when they did not
+        // relax it themselves: enforced or refused (`FilesystemPolicy::required`).
+        let mut required: Vec<PathBuf> = Vec::new();
         let mut read_only = Vec::new();
         for entry in &rules.read_only {
             let candidates = if is_relative_entry(entry) {
@@ -682,9 +711,6 @@ impl PermissionProfile {
                 expander.expand("filesystem.read_only", entry)?
             };
             for path in candidates {
-                let Ok(canonical) = std::fs::canonicalize(&path) else {
-                    continue; // nothing there to protect
-                };
                 // The link itself is not protected by protecting its target: the command could
                 // replace it with a directory of its own (a `.git` with hooks). Fail closed.
                 if let Some(link) = link_inside(&path, &write) {
@@ -694,7 +720,13 @@ impl PermissionProfile {
                         link,
                     });
                 }
-                let path = canonical;
+                // A path that does not exist yet is kept when a writable root covers it: the
+                // helper then makes an empty read-only placeholder there for the run, so the
+                // command cannot create what the person asked to keep read-only.
+                let Some(located) = locate(&path) else {
+                    continue; // cannot tell where it would be: nothing there to protect
+                };
+                let path = located.canonical;
                 // A read-only path that is itself a writable root stays in: validation
                 // rejects the contradiction rather than quietly leaving it writable.
                 if !write.iter().any(|w| path.starts_with(w)) {
@@ -705,6 +737,7 @@ impl PermissionProfile {
                         ));
                     }
                 } else if !read_only.contains(&path) {
+                    required.push(path.clone());
                     read_only.push(path);
                 }
             }
@@ -722,7 +755,10 @@ impl PermissionProfile {
                     });
                 }
                 match std::fs::canonicalize(&path) {
-                    Ok(p) if !deny_read.contains(&p) => deny_read.push(p),
+                    Ok(p) if !deny_read.contains(&p) => {
+                        required.push(p.clone());
+                        deny_read.push(p);
+                    }
                     Ok(_) => {}
                     Err(_) => notes.push(format!(
                         "filesystem.deny_read: {} does not exist; nothing to hide",
@@ -748,6 +784,12 @@ impl PermissionProfile {
             .cloned()
             .collect();
         read_only.retain(|p| !covered.contains(p));
+        if rules.own_rules_required() {
+            required.retain(|p| read_only.contains(p) || deny_read.contains(p));
+            required.dedup();
+        } else {
+            required.clear();
+        }
 
         let devices = canonical_roots(expander.existing_roots(
             "filesystem.devices",
@@ -763,6 +805,8 @@ impl PermissionProfile {
                 read_only,
                 deny_read,
                 devices,
+                required,
+                patterns: Vec::new(),
             },
             network: NetworkPolicy {
                 mode: rules.network,

@@ -315,7 +315,17 @@ impl Env {
             Ok(()) => Vec::new(),
             Err(missing) => carve_out_downgrades(&policy, &missing.reason, &fs_plan.hidden),
         };
-        refuse_if_required(policy.enforcement.carve_outs, &carve_out_downgrades)?;
+        // A carve-out the person wrote is refused whatever `carve_outs` says (that setting is
+        // the preset's, about its own defaults); the rest follow it.
+        let (written, defaults): (Vec<_>, Vec<_>) = carve_out_downgrades
+            .into_iter()
+            .partition(|(_, written)| *written);
+        let written: Vec<Downgrade> = written.into_iter().map(|(d, _)| d).collect();
+        let defaults: Vec<Downgrade> = defaults.into_iter().map(|(d, _)| d).collect();
+        refuse_if_required(Enforcement::Refuse, &written)?;
+        refuse_if_required(policy.enforcement.carve_outs, &defaults)?;
+        // Only reached with `written` empty: whatever is reported is a preset's default.
+        let carve_out_downgrades = defaults;
         // Read here, not after confinement: the command keeps this pid across execve, and the
         // process rules may let it act on itself by pid only if they know the pid. Under the
         // namespace layer the command is the init's first child, and its IPC is its own.
@@ -578,11 +588,13 @@ fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
     })
 }
 
+/// The carve-outs the mount layer would have enforced, each with whether the person wrote it
+/// (`filesystem.required`), in policy order.
 fn carve_out_downgrades(
     policy: &SandboxPolicy,
     missing: &str,
     approximated: &[PathBuf],
-) -> Vec<Downgrade> {
+) -> Vec<(Downgrade, bool)> {
     let fs = &policy.filesystem;
     let reason = format!(
         "carve-outs need the mount-namespace layer, and {missing}; Landlock rights cannot be \
@@ -597,9 +609,12 @@ fn carve_out_downgrades(
                 .filter(|p| !approximated.contains(p))
                 .map(|p| ("deny_read", p)),
         )
-        .map(|(kind, path)| Downgrade {
-            restriction: format!("{kind}:{}", path.display()),
-            reason: reason.clone(),
+        .map(|(kind, path)| {
+            let downgrade = Downgrade {
+                restriction: format!("{kind}:{}", path.display()),
+                reason: reason.clone(),
+            };
+            (downgrade, fs.required.contains(path))
         })
         .collect()
 }
