@@ -30,6 +30,7 @@
 //! and shell configuration read-only, credential stores hidden; see `profile/protected.rs`);
 //! `[filesystem] unprotect` lifts one by name.
 
+pub mod patterns;
 mod protected;
 mod trust;
 
@@ -40,8 +41,8 @@ use serde::{Deserialize, Serialize};
 use trust::{walk, PlantablePlaces, PlantedLink, Walk};
 
 use cordon_sandbox::policy::{
-    single_line, Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode, NetworkPolicy,
-    SandboxPolicy, UnixSockets, POLICY_VERSION,
+    single_line, CarveOut, Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode,
+    NetworkPolicy, PatternExpansion, SandboxPolicy, UnixSockets, POLICY_VERSION,
 };
 
 /// The built-in presets.
@@ -342,6 +343,9 @@ pub enum ProfileError {
         /// The entry.
         entry: String,
     },
+    /// A `read_only` or `deny_read` pattern is invalid, or matching it reached a bound.
+    #[error(transparent)]
+    Pattern(#[from] patterns::PatternError),
     /// The resolved policy is contradictory.
     #[error("profile {origin}: {source}")]
     Policy {
@@ -371,6 +375,8 @@ pub struct ResolveContext {
     pub xdg_cache_home: Option<PathBuf>,
     /// Whether cordon runs as root (then `/etc/shadow` and `/etc/gshadow` are hidden too).
     pub as_root: bool,
+    /// How far the `read_only` and `deny_read` patterns may walk ([`patterns::PatternLimits`]).
+    pub pattern_limits: patterns::PatternLimits,
 }
 
 impl ResolveContext {
@@ -389,6 +395,7 @@ impl ResolveContext {
             xdg_cache_home: std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
             // SAFETY: geteuid cannot fail.
             as_root: unsafe { libc::geteuid() } == 0,
+            pattern_limits: patterns::PatternLimits::from_env(),
         }
     }
 
@@ -703,13 +710,18 @@ impl PermissionProfile {
         // What the person wrote (not the preset's protected defaults), when they did not
         // relax it themselves: enforced or refused (`FilesystemPolicy::required`).
         let mut required: Vec<PathBuf> = Vec::new();
+        let mut patterns = expander.expand_patterns(rules, &write)?;
         let mut read_only = Vec::new();
         for entry in &rules.read_only {
-            let candidates = if is_relative_entry(entry) {
+            let pattern = patterns::pattern_index(&patterns, CarveOut::ReadOnly, entry);
+            let candidates = if let Some(i) = pattern {
+                std::mem::take(&mut patterns[i].matched)
+            } else if is_relative_entry(entry) {
                 write.iter().map(|root| root.join(entry)).collect()
             } else {
                 expander.expand("filesystem.read_only", entry)?
             };
+            let mut added = Vec::new();
             for path in candidates {
                 // The link itself is not protected by protecting its target: the command could
                 // replace it with a directory of its own (a `.git` with hooks). Fail closed.
@@ -736,15 +748,27 @@ impl PermissionProfile {
                             path.display()
                         ));
                     }
-                } else if !read_only.contains(&path) {
-                    required.push(path.clone());
-                    read_only.push(path);
+                } else {
+                    added.push(path.clone());
+                    if !read_only.contains(&path) {
+                        required.push(path.clone());
+                        read_only.push(path);
+                    }
                 }
+            }
+            if let Some(i) = pattern {
+                patterns[i].matched = added;
             }
         }
         let mut deny_read = Vec::new();
         for entry in &rules.deny_read {
-            for path in expander.expand("filesystem.deny_read", entry)? {
+            let pattern = patterns::pattern_index(&patterns, CarveOut::DenyRead, entry);
+            let candidates = match pattern {
+                Some(i) => std::mem::take(&mut patterns[i].matched),
+                None => expander.expand("filesystem.deny_read", entry)?,
+            };
+            let mut added = Vec::new();
+            for path in candidates {
                 // Hiding the target of a link the command can rewrite would let it choose what
                 // the next run hides (point the link elsewhere, and the secret is readable).
                 if let Some(link) = link_inside(&path, &write) {
@@ -755,16 +779,23 @@ impl PermissionProfile {
                     });
                 }
                 match std::fs::canonicalize(&path) {
-                    Ok(p) if !deny_read.contains(&p) => {
-                        required.push(p.clone());
-                        deny_read.push(p);
+                    Ok(p) => {
+                        added.push(p.clone());
+                        if !deny_read.contains(&p) {
+                            required.push(p.clone());
+                            deny_read.push(p);
+                        }
                     }
-                    Ok(_) => {}
                     Err(_) => notes.push(format!(
                         "filesystem.deny_read: {} does not exist; nothing to hide",
                         path.display()
                     )),
                 }
+            }
+            if let Some(i) = pattern {
+                // A directory named whole that does not exist covers nothing made later.
+                patterns[i].covers_new_paths &= !added.is_empty();
+                patterns[i].matched = added;
             }
         }
 
@@ -806,7 +837,7 @@ impl PermissionProfile {
                 deny_read,
                 devices,
                 required,
-                patterns: Vec::new(),
+                patterns,
             },
             network: NetworkPolicy {
                 mode: rules.network,
@@ -982,6 +1013,86 @@ impl Expander<'_> {
             .into_iter()
             .map(|b| if rest.is_empty() { b } else { b.join(rest) })
             .collect())
+    }
+
+    /// Expands every pattern of `read_only` and `deny_read` (see [`patterns`]): a relative one
+    /// beneath every writable root, an absolute one beneath its literal directory. Each
+    /// directory is walked once for all the patterns beneath it. The `matched` paths are
+    /// lexical here; resolution replaces them with what it keeps.
+    fn expand_patterns(
+        &self,
+        rules: &Rules,
+        write: &[PathBuf],
+    ) -> Result<Vec<PatternExpansion>, ProfileError> {
+        let entries = rules
+            .read_only
+            .iter()
+            .map(|e| (CarveOut::ReadOnly, "filesystem.read_only", e))
+            .chain(
+                rules
+                    .deny_read
+                    .iter()
+                    .map(|e| (CarveOut::DenyRead, "filesystem.deny_read", e)),
+            )
+            .filter(|(_, _, e)| patterns::is_pattern(e));
+        let mut expansions: Vec<PatternExpansion> = Vec::new();
+        // (directory, [(expansion, glob, field)]) for the patterns that need a walk.
+        let mut walks: Vec<(PathBuf, Vec<(usize, String, &'static str)>)> = Vec::new();
+        for (kind, field, entry) in entries {
+            if patterns::pattern_index(&expansions, kind, entry).is_some() {
+                continue;
+            }
+            let (literal, glob) = patterns::split(entry);
+            let roots: Vec<PathBuf> = if literal.is_empty() || is_relative_entry(literal) {
+                write
+                    .iter()
+                    .map(|w| {
+                        if literal.is_empty() {
+                            w.clone()
+                        } else {
+                            w.join(literal)
+                        }
+                    })
+                    .collect()
+            } else {
+                self.expand(field, literal)?
+            };
+            let whole = patterns::names_everything_beneath(glob);
+            let index = expansions.len();
+            expansions.push(PatternExpansion {
+                field: kind,
+                pattern: entry.clone(),
+                matched: if whole { roots.clone() } else { Vec::new() },
+                roots: roots.clone(),
+                covers_new_paths: whole,
+            });
+            if whole {
+                continue;
+            }
+            for root in roots {
+                match walks.iter_mut().find(|(dir, _)| *dir == root) {
+                    Some((_, list)) => list.push((index, glob.to_owned(), field)),
+                    None => walks.push((root, vec![(index, glob.to_owned(), field)])),
+                }
+            }
+        }
+        let mut budget = patterns::Budget::new(self.ctx.pattern_limits);
+        for (dir, list) in &walks {
+            let wanted: Vec<patterns::Wanted<'_>> = list
+                .iter()
+                .map(|(index, glob, field)| patterns::Wanted {
+                    glob,
+                    pattern: &expansions[*index].pattern,
+                    field,
+                    hides: expansions[*index].field == CarveOut::DenyRead,
+                })
+                .collect();
+            let found = patterns::walk(dir, &wanted, &mut budget)?;
+            for ((index, _, _), paths) in list.iter().zip(found) {
+                expansions[*index].matched.extend(paths);
+            }
+        }
+        Ok(expansions)
     }
 
     /// Where a confined command of an earlier run could have written: the invoking and

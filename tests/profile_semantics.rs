@@ -209,3 +209,216 @@ print(attempt(lambda: open("other", "w").write("fine")))
     assert!(!tree.cwd.join(".envrc").exists());
     assert_eq!(fs::read_to_string(tree.cwd.join("other")).unwrap(), "fine");
 }
+
+/// A workspace with secrets in the places patterns are written for, and harmless files beside.
+fn secrets_workspace(tree: &Tree) {
+    for dir in ["a/b", "secrets", ".claude", "src"] {
+        fs::create_dir_all(tree.cwd.join(dir)).unwrap();
+    }
+    for (file, content) in [
+        (".env", "TOKEN=top\n"),
+        ("a/b/.env", "TOKEN=nested\n"),
+        ("a/key.pem", "PEM\n"),
+        ("secrets/db", "hunter2\n"),
+        (".claude/settings.json", "{}\n"),
+        ("src/main.py", "print(1)\n"),
+        // Ignored by git: patterns match it all the same.
+        (".gitignore", ".env\n*.pem\n"),
+    ] {
+        fs::write(tree.cwd.join(file), content).unwrap();
+    }
+}
+
+const PATTERN_PROFILE: &str = "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [\":cwd/**/.env\", \":cwd/secrets/**\"]\nread_only = [\":cwd/.claude/*\", \":cwd/**/*.pem\"]\n";
+
+#[test]
+fn glob_patterns_hide_and_protect_what_they_match() {
+    require_userns!();
+    let tree = Tree::new();
+    secrets_workspace(&tree);
+    let p = profile(&tree, "patterns.toml", PATTERN_PROFILE);
+    let out = tree.py(
+        &["-p", &p],
+        r#"
+def read(path):
+    with open(path) as f:
+        return f.read() or "EMPTY"
+def write(path):
+    with open(path, "w") as f:
+        f.write("x")
+print(attempt(lambda: print(read(".env"))))
+print(attempt(lambda: print(read("a/b/.env"))))
+print(attempt(lambda: read("secrets/db")))
+print(attempt(lambda: write("secrets/new")))
+print(attempt(lambda: write("a/key.pem")))
+print(attempt(lambda: write(".claude/settings.json")))
+print(attempt(lambda: write(".claude/new-hook.json")))
+print(attempt(lambda: write("src/main.py")))
+print(attempt(lambda: print(read(".gitignore").splitlines()[0])))
+"#,
+    );
+    assert_eq!(
+        lines(&out),
+        [
+            "EMPTY", "OK", "EMPTY", "OK", "ENOENT", "EROFS", "EROFS", "EROFS", "EROFS", "OK",
+            ".env", "OK"
+        ],
+        "{}",
+        stderr(&out)
+    );
+    // From outside: what the rules protect is as it was; the harmless file was written.
+    assert_eq!(
+        fs::read_to_string(tree.cwd.join("a/key.pem")).unwrap(),
+        "PEM\n"
+    );
+    assert_eq!(
+        fs::read_to_string(tree.cwd.join(".claude/settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert!(!tree.cwd.join(".claude/new-hook.json").exists());
+    assert!(!tree.cwd.join("secrets/new").exists());
+    assert_eq!(
+        fs::read_to_string(tree.cwd.join("src/main.py")).unwrap(),
+        "x"
+    );
+
+    // Without user namespaces the rules the profile wrote cannot be enforced: refused, and
+    // nothing ran (the harmless write did not happen).
+    fs::write(tree.cwd.join("src/main.py"), "print(1)\n").unwrap();
+    let out = tree.py_without_userns(&["-p", &p], "open('src/main.py', 'w').write('x')");
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refusing to run: read_only:"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(tree.cwd.join("src/main.py")).unwrap(),
+        "print(1)\n"
+    );
+}
+
+#[test]
+fn print_policy_shows_each_expansion_and_the_receipt_what_a_pattern_cannot_cover() {
+    let tree = Tree::new();
+    secrets_workspace(&tree);
+    let p = profile(&tree, "patterns.toml", PATTERN_PROFILE);
+    let policy = policy(&tree, &["-p", &p]);
+    let cwd = |rest: &str| tree.cwd.join(rest).display().to_string();
+    let expansions = policy["filesystem"]["patterns"].as_array().unwrap().clone();
+    let by_pattern = |pattern: &str| {
+        expansions
+            .iter()
+            .find(|e| e["pattern"] == pattern)
+            .unwrap_or_else(|| panic!("{pattern} not in {expansions:?}"))
+            .clone()
+    };
+    let env = by_pattern(":cwd/**/.env");
+    assert_eq!(env["field"], "deny_read");
+    assert_eq!(
+        env["matched"],
+        serde_json::json!([cwd(".env"), cwd("a/b/.env")])
+    );
+    assert_eq!(env["covers_new_paths"], false);
+    let secrets = by_pattern(":cwd/secrets/**");
+    assert_eq!(secrets["matched"], serde_json::json!([cwd("secrets")]));
+    assert_eq!(secrets["covers_new_paths"], true);
+    let claude = by_pattern(":cwd/.claude/*");
+    assert_eq!(claude["matched"], serde_json::json!([cwd(".claude")]));
+    assert_eq!(claude["covers_new_paths"], true);
+    assert_eq!(
+        by_pattern(":cwd/**/*.pem")["matched"],
+        serde_json::json!([cwd("a/key.pem")])
+    );
+    // The matches are carve-outs like written paths, and the person's own.
+    let deny: Vec<String> =
+        serde_json::from_value(policy["filesystem"]["deny_read"].clone()).unwrap();
+    assert!(deny.contains(&cwd(".env")) && deny.contains(&cwd("secrets")));
+    assert!(!deny.contains(&cwd("src/main.py")));
+
+    // A `.env` made after resolution is not covered by a pattern on names, and the receipt
+    // says so; the existing one stays hidden.
+    require_userns!();
+    let out = tree.run(&[
+        "-p",
+        &p,
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo NEW=1 > src/.env; cat src/.env; cat .env; echo end",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["stdout"], "NEW=1\nend\n", "{report}");
+    let approximations = report["sandbox"]["approximations"].as_array().unwrap();
+    let env_note = approximations
+        .iter()
+        .find(|a| a["rule"] == "deny_read::cwd/**/.env")
+        .unwrap_or_else(|| panic!("{approximations:?}"));
+    assert_eq!(
+        env_note["effect"],
+        format!(
+            "the 2 paths it matched beneath {} when the profile was resolved are hidden; a matching path created later is not (mounts and Landlock cover paths, not names)",
+            tree.cwd.display()
+        )
+    );
+    // Patterns that carve a directory whole cover what is made later: nothing to say.
+    assert!(!approximations
+        .iter()
+        .any(|a| a["rule"] == "deny_read::cwd/secrets/**"));
+}
+
+#[test]
+fn a_pattern_that_reaches_its_bound_refuses_and_runs_nothing() {
+    let tree = Tree::new();
+    secrets_workspace(&tree);
+    for i in 0..200 {
+        fs::write(tree.cwd.join(format!("src/f{i}.txt")), "").unwrap();
+    }
+    let marker = tree.cwd.join("ran");
+    let script = format!("touch {}", marker.display());
+    let p = profile(&tree, "patterns.toml", PATTERN_PROFILE);
+    for (knob, value, bound) in [
+        (
+            "CORDON_PATTERN_MAX_ENTRIES",
+            "50",
+            "the bound of 50 entries",
+        ),
+        ("CORDON_PATTERN_MAX_MILLIS", "0", "the bound of 0 ms"),
+    ] {
+        let out = tree
+            .cordon()
+            .env(knob, value)
+            .args(["run", "-p", &p, "--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(bound) && err.contains("was not expanded in full"),
+            "{err}"
+        );
+        assert!(err.contains(&format!("walking {:?}", tree.cwd)), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!marker.exists());
+    }
+    // The harmless counterpart: within the bound (a knob can only lower it) the run goes on.
+    let out = tree
+        .cordon()
+        .env("CORDON_PATTERN_MAX_ENTRIES", "100000000")
+        .args([
+            "run",
+            "-p",
+            &p,
+            "--enforcement",
+            "report",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(marker.exists());
+}

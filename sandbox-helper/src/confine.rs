@@ -21,8 +21,10 @@ use seccompiler::BpfProgram;
 
 use crate::error::SetupError;
 use crate::namespaces::{self, userns};
-use crate::policy::{Enforcement, NetworkMode, SandboxPolicy};
-use crate::status::{write_record, ConfinementReceipt, Downgrade, Layer, StatusRecord};
+use crate::policy::{CarveOut, Enforcement, NetworkMode, SandboxPolicy};
+use crate::status::{
+    write_record, Approximation, ConfinementReceipt, Downgrade, Layer, StatusRecord,
+};
 use crate::{landlock_rules, process, syscall_rules};
 
 /// Exit code when the sandbox could not be built (or the arguments were bad).
@@ -57,6 +59,34 @@ fn unmediated(policy: &SandboxPolicy) -> Vec<String> {
         out.push(UNMEDIATED_LISTEN_AUTOBIND.to_owned());
     }
     out
+}
+
+/// A pattern on names (`**/.env`) was expanded into the paths that matched when the profile
+/// was resolved; the layers cover those paths, never a name, so the receipt says what a
+/// matching path created later gets.
+fn pattern_approximations(policy: &SandboxPolicy) -> impl Iterator<Item = Approximation> + '_ {
+    policy
+        .filesystem
+        .patterns
+        .iter()
+        .filter(|p| !p.covers_new_paths)
+        .map(|p| {
+            let verb = match p.field {
+                CarveOut::ReadOnly => "kept read-only",
+                CarveOut::DenyRead => "hidden",
+            };
+            let kind = p.field.name();
+            let roots: Vec<String> = p.roots.iter().map(|r| r.display().to_string()).collect();
+            Approximation {
+                rule: format!("{kind}:{}", p.pattern),
+                effect: format!(
+                    "the {} paths it matched beneath {} when the profile was resolved are {verb}; \
+                     a matching path created later is not (mounts and Landlock cover paths, not names)",
+                    p.matched.len(),
+                    roots.join(", ")
+                ),
+            }
+        })
 }
 
 /// Parsed helper arguments.
@@ -439,7 +469,13 @@ impl Env {
             layers,
             landlock_abi: self.landlock_abi,
             downgrades: downgrades.chain(entered.downgrades).collect(),
-            approximations: self.fs_plan.approximations.clone(),
+            approximations: self
+                .fs_plan
+                .approximations
+                .iter()
+                .cloned()
+                .chain(pattern_approximations(&self.policy))
+                .collect(),
             unmediated,
             placeholders: entered.placeholders,
         }
