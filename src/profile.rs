@@ -181,7 +181,9 @@ struct ProfileFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FilesystemSection {
-    #[serde(default)]
+    /// `allow_read` is the name sandbox-runtime's users know; a root below a `deny_read` path
+    /// is readable again (the more specific rule wins).
+    #[serde(default, alias = "allow_read")]
     read: Vec<String>,
     #[serde(default)]
     write: Vec<String>,

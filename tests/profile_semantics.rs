@@ -422,3 +422,121 @@ fn a_pattern_that_reaches_its_bound_refuses_and_runs_nothing() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(marker.exists());
 }
+
+#[test]
+fn a_root_inside_a_hidden_tree_is_allowed_again_and_the_rest_stays_hidden() {
+    let tree = Tree::new();
+    let home = &tree.home;
+    for dir in [".cache/pip", ".cache/other", ".rustup/toolchains", "proj"] {
+        fs::create_dir_all(home.join(dir)).unwrap();
+    }
+    fs::write(home.join(".cache/pip/wheel"), "WHEEL\n").unwrap();
+    fs::write(home.join(".rustup/toolchains/stable"), "RUSTC\n").unwrap();
+    fs::write(home.join("notes"), "private\n").unwrap();
+    fs::write(home.join(".cache/other/x"), "other\n").unwrap();
+    let p = profile(
+        &tree,
+        "home.toml",
+        "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [\"~\"]\nallow_read = [\"~/.cache/pip\", \"~/.rustup\"]\nwrite = [\"~/proj\"]\n",
+    );
+    let script = r#"
+home = os.environ["HOME"]
+def read(rel):
+    with open(os.path.join(home, rel)) as f:
+        return f.read().strip()
+def write(rel):
+    with open(os.path.join(home, rel), "w") as f:
+        f.write("x")
+print(attempt(lambda: print(read(".cache/pip/wheel"))))
+print(attempt(lambda: print(read(".rustup/toolchains/stable"))))
+print(attempt(lambda: read("notes")))
+print(attempt(lambda: read(".cache/other/x")))
+print(attempt(lambda: write(".cache/pip/new")))
+print(attempt(lambda: write("proj/out")))
+"#;
+    let check_outside = || {
+        assert_eq!(fs::read_to_string(home.join("notes")).unwrap(), "private\n");
+        assert!(!home.join(".cache/pip/new").exists());
+        assert_eq!(fs::read_to_string(home.join("proj/out")).unwrap(), "x");
+        fs::remove_file(home.join("proj/out")).unwrap();
+    };
+
+    // Without user namespaces Landlock does what it can: the siblings along the path to `~`
+    // are granted instead of its parent, the allowed roots and the writable one on their own.
+    let out = tree.py_without_userns(&["-p", &p], script);
+    assert_eq!(
+        lines(&out),
+        ["WHEEL", "OK", "RUSTC", "OK", "EACCES", "EACCES", "EACCES", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    check_outside();
+
+    // With them, `~` is an empty directory with the allowed roots bound back in, read-only.
+    require_userns!();
+    let listing = "print(sorted(os.listdir(os.environ['HOME'])), sorted(os.listdir(os.environ['HOME'] + '/.cache')))";
+    let out = tree.py(&["-p", &p], &format!("{script}\n{listing}"));
+    assert_eq!(
+        lines(&out),
+        [
+            "WHEEL",
+            "OK",
+            "RUSTC",
+            "OK",
+            "ENOENT",
+            "ENOENT",
+            "EROFS",
+            "OK",
+            "['.cache', '.rustup', 'proj'] ['pip']"
+        ],
+        "{}",
+        stderr(&out)
+    );
+    check_outside();
+
+    // The harmless counterpart: without the hiding rule all of it reads as usual.
+    let out = tree.py(
+        &[],
+        "print(open(os.environ['HOME'] + '/notes').read().strip())",
+    );
+    assert_eq!(lines(&out), ["private"], "{}", stderr(&out));
+}
+
+#[test]
+fn inside_a_writable_root_the_allowed_part_of_a_hidden_directory_is_read_only() {
+    let tree = Tree::new();
+    fs::create_dir_all(tree.cwd.join("private/shared")).unwrap();
+    fs::write(tree.cwd.join("private/key"), "k\n").unwrap();
+    fs::write(tree.cwd.join("private/shared/doc"), "doc\n").unwrap();
+    let p = profile(
+        &tree,
+        "private.toml",
+        "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [\":cwd/private\"]\nread = [\":cwd/private/shared\"]\n",
+    );
+    let script = r#"
+print(attempt(lambda: print(open("private/shared/doc").read().strip())))
+print(attempt(lambda: open("private/key").read()))
+print(attempt(lambda: open("private/shared/doc", "w").write("changed")))
+print(attempt(lambda: open("elsewhere", "w").write("fine")))
+"#;
+    // Without user namespaces Landlock cannot hide inside a writable root: refused.
+    let out = tree.py_without_userns(&["-p", &p], script);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(!tree.cwd.join("elsewhere").exists());
+    require_userns!();
+    let out = tree.py(&["-p", &p], script);
+    assert_eq!(
+        lines(&out),
+        ["doc", "OK", "ENOENT", "EROFS", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(tree.cwd.join("private/shared/doc")).unwrap(),
+        "doc\n"
+    );
+    assert_eq!(
+        fs::read_to_string(tree.cwd.join("elsewhere")).unwrap(),
+        "fine"
+    );
+}
