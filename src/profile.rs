@@ -1038,8 +1038,8 @@ impl Expander<'_> {
             )
             .filter(|(_, _, e)| patterns::is_pattern(e));
         let mut expansions: Vec<PatternExpansion> = Vec::new();
-        // (directory, [(expansion, glob, field)]) for the patterns that need a walk.
-        let mut walks: Vec<(PathBuf, Vec<(usize, String, &'static str)>)> = Vec::new();
+        // (directory, [(expansion, glob)]) for the patterns that need a walk.
+        let mut walks: Vec<(PathBuf, Vec<(usize, &str)>)> = Vec::new();
         for (kind, field, entry) in entries {
             if patterns::pattern_index(&expansions, kind, entry).is_some() {
                 continue;
@@ -1073,8 +1073,8 @@ impl Expander<'_> {
             }
             for root in roots {
                 match walks.iter_mut().find(|(dir, _)| *dir == root) {
-                    Some((_, list)) => list.push((index, glob.to_owned(), field)),
-                    None => walks.push((root, vec![(index, glob.to_owned(), field)])),
+                    Some((_, list)) => list.push((index, glob)),
+                    None => walks.push((root, vec![(index, glob)])),
                 }
             }
         }
@@ -1082,16 +1082,23 @@ impl Expander<'_> {
         for (dir, list) in &walks {
             let wanted: Vec<patterns::Wanted<'_>> = list
                 .iter()
-                .map(|(index, glob, field)| patterns::Wanted {
-                    glob,
-                    pattern: &expansions[*index].pattern,
-                    field,
-                    hides: expansions[*index].field == CarveOut::DenyRead,
+                .map(|&(index, glob)| {
+                    let hides = expansions[index].field == CarveOut::DenyRead;
+                    patterns::Wanted {
+                        glob,
+                        pattern: &expansions[index].pattern,
+                        field: if hides {
+                            "filesystem.deny_read"
+                        } else {
+                            "filesystem.read_only"
+                        },
+                        hides,
+                    }
                 })
                 .collect();
             let found = patterns::walk(dir, &wanted, &mut budget)?;
-            for ((index, _, _), paths) in list.iter().zip(found) {
-                expansions[*index].matched.extend(paths);
+            for (&(index, _), paths) in list.iter().zip(found) {
+                expansions[index].matched.extend(paths);
             }
         }
         Ok(expansions)
