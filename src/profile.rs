@@ -1137,6 +1137,15 @@ impl Expander<'_> {
                         entry: entry.clone(),
                         walk,
                     }),
+                    // A pattern where a root is expected would otherwise be left out quietly
+                    // as a path that does not exist; a real path with such a name still works.
+                    Err(_) if patterns::is_pattern(entry) => {
+                        return Err(ProfileError::BadEntry {
+                            field,
+                            entry: entry.clone(),
+                            problem: "is a glob pattern, and no such path exists; only read_only and deny_read take patterns",
+                        })
+                    }
                     Err(e) => notes.push(format!(
                         "{field}: {} left out: {}",
                         path.display(),
@@ -1818,6 +1827,56 @@ mod tests {
         .unwrap();
         let err = profile.resolve(&ctx(dir.path())).unwrap_err().to_string();
         assert!(err.contains("deny_read"), "{err}");
+    }
+
+    #[test]
+    fn patterns_expand_into_carve_outs_and_are_refused_where_roots_are_expected() {
+        let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let cwd = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir_all(cwd.join("a/.claude")).unwrap();
+        fs::write(cwd.join("a/.env"), "").unwrap();
+        fs::write(cwd.join("x.pem"), "").unwrap();
+        let profile = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [\":cwd/**/.env\"]\nread_only = [\":cwd/*.pem\", \":cwd/a/.claude/**\"]\n",
+        )
+        .unwrap();
+        let policy = profile
+            .resolve(&ctx_home_apart(&cwd, home.path()))
+            .unwrap()
+            .policy
+            .unwrap();
+        let fs_policy = &policy.filesystem;
+        assert_eq!(fs_policy.deny_read, vec![cwd.join("a/.env")]);
+        assert!(fs_policy.read_only.contains(&cwd.join("x.pem")));
+        assert!(fs_policy.read_only.contains(&cwd.join("a/.claude")));
+        let covers: Vec<(&str, bool)> = fs_policy
+            .patterns
+            .iter()
+            .map(|p| (p.pattern.as_str(), p.covers_new_paths))
+            .collect();
+        assert_eq!(
+            covers,
+            [
+                (":cwd/*.pem", false),
+                (":cwd/a/.claude/**", true),
+                (":cwd/**/.env", false)
+            ]
+        );
+        // Every match is the person's own rule.
+        for path in fs_policy.deny_read.iter().chain(&fs_policy.read_only) {
+            assert!(fs_policy.required.contains(path), "{path:?}");
+        }
+        let err = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\nwrite = [\":cwd/**/build\"]\n",
+        )
+        .unwrap()
+        .resolve(&ctx_home_apart(&cwd, home.path()))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("only read_only and deny_read take patterns"),
+            "{err}"
+        );
     }
 
     #[test]

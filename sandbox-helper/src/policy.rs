@@ -558,6 +558,29 @@ mod tests {
     }
 
     #[test]
+    fn required_paths_must_be_carve_outs() {
+        let mut policy = base();
+        policy.filesystem.required = vec!["/work/.git".into()];
+        assert_eq!(policy.validate(), Ok(()));
+        policy.filesystem.required = vec!["/work/src".into()];
+        assert_eq!(
+            policy.validate(),
+            Err(PolicyError::RequiredNotACarveOut("/work/src".into()))
+        );
+        // Old policies without the field still parse: nothing is required.
+        let json = base().to_json();
+        assert!(
+            !json.contains("required") && !json.contains("patterns"),
+            "{json}"
+        );
+        assert!(SandboxPolicy::from_json(&json)
+            .unwrap()
+            .filesystem
+            .required
+            .is_empty());
+    }
+
+    #[test]
     fn ports_need_network() {
         let mut policy = base();
         policy.network.tcp_connect = Some(vec![443]);
