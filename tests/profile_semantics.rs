@@ -540,3 +540,45 @@ print(attempt(lambda: open("elsewhere", "w").write("fine")))
         "fine"
     );
 }
+
+/// The issue's own example: `deny_read = ["~/.ssh"]` on top of workspace-write, without user
+/// namespaces. Landlock keeps `~/.ssh` unreadable where it can grant around it; where it cannot
+/// (a home with more entries than it grants around), the run is refused, never run with the
+/// key readable.
+#[test]
+fn a_hidden_ssh_directory_is_kept_unreadable_by_landlock_or_the_run_is_refused() {
+    let tree = Tree::new();
+    fs::create_dir(tree.home.join(".ssh")).unwrap();
+    fs::write(tree.home.join(".ssh/id_test"), "PRIVATE KEY\n").unwrap();
+    fs::write(tree.home.join("readme"), "public\n").unwrap();
+    let p = profile(
+        &tree,
+        "ssh.toml",
+        "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [\"~/.ssh\"]\n",
+    );
+    let script = r#"
+home = os.environ["HOME"]
+print(attempt(lambda: open(home + "/.ssh/id_test").read()))
+print(attempt(lambda: print(open(home + "/readme").read().strip())))
+open("ran", "w").write("yes")
+"#;
+    let out = tree.py_without_userns(&["-p", &p], script);
+    assert_eq!(lines(&out), ["EACCES", "public", "OK"], "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(tree.cwd.join("ran")).unwrap(), "yes");
+    fs::remove_file(tree.cwd.join("ran")).unwrap();
+
+    // A crowded home: too many siblings to grant around, so the rule cannot be enforced.
+    for i in 0..70 {
+        fs::write(tree.home.join(format!("file{i}")), "").unwrap();
+    }
+    let out = tree.py_without_userns(&["-p", &p], script);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let rule = format!("deny_read:{}", tree.home.join(".ssh").display());
+    assert!(
+        stderr(&out).contains(&format!("refusing to run: {rule} cannot be enforced")),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "");
+    assert!(!tree.cwd.join("ran").exists());
+}
