@@ -734,12 +734,18 @@ impl PermissionProfile {
                         link,
                     });
                 }
-                // A path that does not exist yet is kept when a writable root covers it: the
-                // helper then makes an empty read-only placeholder there for the run, so the
-                // command cannot create what the person asked to keep read-only.
+                // A path that does not exist yet is kept when the entry names one place and a
+                // writable root covers it: the helper then makes an empty read-only
+                // placeholder there for the run, so the command cannot create what the person
+                // asked to keep read-only. A relative entry stands for a name in every
+                // writable root (`/tmp` too), where placeholders would race between
+                // concurrent runs as the protected defaults' would: what exists is covered.
                 let Some(located) = locate(&path) else {
                     continue; // cannot tell where it would be: nothing there to protect
                 };
+                if !located.exists && is_relative_entry(entry) {
+                    continue;
+                }
                 let path = located.canonical;
                 // A read-only path that is itself a writable root stays in: validation
                 // rejects the contradiction rather than quietly leaving it writable.

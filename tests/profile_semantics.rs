@@ -193,7 +193,7 @@ fn a_read_only_entry_that_does_not_exist_cannot_be_created() {
     let p = profile(
         &tree,
         "envrc.toml",
-        "extends = \"workspace-write\"\n[filesystem]\nread_only = [\".envrc\"]\n",
+        "extends = \"workspace-write\"\n[filesystem]\nread_only = [\":cwd/.envrc\"]\n",
     );
     // A pattern on everything beneath a directory that does not exist yet: the same.
     let out = common::Tree::py(
@@ -217,6 +217,19 @@ print(attempt(lambda: open("other", "w").write("fine")))
     // From outside: nothing of the command's is left where the rules were, the harmless file is.
     assert!(!tree.cwd.join(".envrc").exists());
     assert!(!tree.cwd.join(".agent").exists());
+
+    // A relative entry names a file in every writable root (`/tmp` too): only where it exists
+    // is it covered, and the policy says so by leaving the missing ones out.
+    let envrc = serde_json::json!(tree.cwd.join(".envrc").display().to_string());
+    let read_only = |policy: serde_json::Value| {
+        policy["filesystem"]["read_only"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(!read_only(policy(&tree, &["--read-only", ".envrc"])).contains(&envrc));
+    fs::write(tree.cwd.join(".envrc"), "ok\n").unwrap();
+    assert!(read_only(policy(&tree, &["--read-only", ".envrc"])).contains(&envrc));
     assert_eq!(fs::read_to_string(tree.cwd.join("other")).unwrap(), "fine");
 }
 
