@@ -604,4 +604,15 @@ open("ran", "w").write("yes")
     );
     assert_eq!(stdout(&out), "");
     assert!(!tree.cwd.join("ran").exists());
+
+    // Inside a hidden home that Landlock can keep unreadable, `~/.ssh` needs nothing of its
+    // own, however crowded the home: the run goes on, the key still unreadable.
+    let home_too = profile(
+        &tree,
+        "home-too.toml",
+        "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [\"~\", \"~/.ssh\"]\n",
+    );
+    let out = tree.py_without_userns(&["-p", &home_too], script);
+    assert_eq!(lines(&out), ["EACCES", "EACCES"], "{}", stderr(&out));
+    assert!(tree.cwd.join("ran").exists());
 }

@@ -15,7 +15,7 @@ use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use seccompiler::BpfProgram;
 
@@ -642,7 +642,7 @@ fn carve_out_downgrades(
         .chain(
             fs.deny_read
                 .iter()
-                .filter(|p| !approximated.contains(p))
+                .filter(|p| !approximated.iter().any(|h| kept_unreadable_by(fs, h, p)))
                 .map(|p| ("deny_read", p)),
         )
         .map(|(kind, path)| {
@@ -653,6 +653,18 @@ fn carve_out_downgrades(
             (downgrade, fs.required.contains(path))
         })
         .collect()
+}
+
+/// Whether `path` stays unreadable because Landlock left the hidden `hidden` out of every root
+/// above it: `path` is `hidden` itself, or lies beneath it with no root of its own in between
+/// (a root below a hidden directory is granted on its own, and would need its own exclusion).
+fn kept_unreadable_by(fs: &crate::policy::FilesystemPolicy, hidden: &Path, path: &Path) -> bool {
+    path.starts_with(hidden)
+        && !fs
+            .read
+            .iter()
+            .chain(&fs.write)
+            .any(|root| path.starts_with(root) && root.starts_with(hidden) && root != hidden)
 }
 
 fn refuse_if_required(
