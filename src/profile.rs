@@ -90,8 +90,10 @@ impl Preset {
                 read: strings(&["/"]),
                 write: strings(&[":cwd", ":tmp"]),
                 protects: true,
-                // Carve-outs need the namespace layer; without user namespaces they are
-                // reported, so that the default stays usable. Missing layers are still refused.
+                // Carve-outs need the namespace layer; without user namespaces the preset's
+                // own (its protected paths) are reported, so that the default stays usable.
+                // Missing layers are still refused, and so are the `read_only` and
+                // `deny_read` entries a person adds (`FilesystemPolicy::required`).
                 enforcement: EnforcementPolicy {
                     missing_layer: Enforcement::Refuse,
                     carve_outs: Enforcement::Report,
