@@ -22,7 +22,8 @@
 //! - writable roots bound writable on top, `nosuid,nodev`;
 //! - `read_only` carve-outs bound read-only inside them (a file or a directory);
 //! - `deny_read` paths covered: a directory by an empty read-only tmpfs, a file by an empty
-//!   read-only file; a writable root below a hidden directory is bound again inside it;
+//!   read-only file; a writable root below a hidden directory is bound again inside it, and
+//!   a readable one read-only (the more specific rule wins);
 //! - a minimal `/dev` and a fresh `/proc`.
 //!
 //! Every path is opened with `RESOLVE_NO_SYMLINKS` and mounted through its descriptor (the new
