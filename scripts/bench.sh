@@ -218,3 +218,6 @@ PY
 # Library throughput (issue 3): execs/s of `true` at concurrency 1 and 8 through the static
 # helper, and draining 1 GiB of output with peak RSS, each next to a reference from this run.
 target/release/examples/exec_bench --helper "$helper" --execs "${BENCH_EXECS:-400}" --gib 1
+
+# Glob patterns in deny_read / read_only (issue 14): resolution cost on a 100,000-file workspace.
+scripts/bench_patterns.sh "$cordon"

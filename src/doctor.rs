@@ -513,6 +513,7 @@ async fn check_policy(
             let mut reporting = policy.clone();
             reporting.enforcement.missing_layer = Enforcement::Report;
             reporting.enforcement.carve_outs = Enforcement::Report;
+            reporting.filesystem.required.clear();
             match run_true(sandbox, cwd, reporting).await {
                 Ok(receipt) => (receipt, Some((step, message))),
                 Err((step, message)) => {

@@ -16,7 +16,7 @@ use cordon::exec::{
 };
 use cordon::helper::SELF_HELPER_ARG;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
-use cordon::sandbox::policy::NetworkMode;
+use cordon::sandbox::policy::{Enforcement, NetworkMode};
 
 mod doctor_cli;
 mod report;
@@ -71,6 +71,18 @@ struct RunArgs {
     /// working directory.
     #[arg(short = 'r', long = "readable", value_name = "PATH")]
     readable: Vec<PathBuf>,
+    /// Keep PATH (or every match of a glob pattern) read-only inside the writable roots
+    /// (repeatable; like the profile's `read_only`, enforced or refused).
+    #[arg(long = "read-only", value_name = "PATH|PATTERN")]
+    read_only: Vec<String>,
+    /// Hide PATH (or every match of a glob pattern) although a readable root covers it
+    /// (repeatable; like the profile's `deny_read`, enforced or refused).
+    #[arg(long = "deny-read", value_name = "PATH|PATTERN")]
+    deny_read: Vec<String>,
+    /// What to do when something asked for cannot be enforced here, overriding the profile:
+    /// `report` runs without it (and says so), `refuse` exits 125.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    enforcement: Option<EnforcementArg>,
     /// Network mode, overriding the profile's.
     #[arg(long, value_enum, value_name = "MODE")]
     network: Option<NetworkArg>,
@@ -103,6 +115,12 @@ struct RunArgs {
     /// The command and its arguments.
     #[arg(last = true, value_name = "PROGRAM [ARGS]...")]
     argv: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EnforcementArg {
+    Refuse,
+    Report,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -284,6 +302,12 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
             NetworkArg::Enabled => NetworkMode::Enabled,
         }),
         allow_unix_sockets: args.allow_unix_sockets,
+        read_only: args.read_only.clone(),
+        deny_read: args.deny_read.clone(),
+        enforcement: args.enforcement.map(|e| match e {
+            EnforcementArg::Refuse => Enforcement::Refuse,
+            EnforcementArg::Report => Enforcement::Report,
+        }),
     };
     let resolved = profile
         .with_overrides(&overrides)

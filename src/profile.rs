@@ -30,6 +30,7 @@
 //! and shell configuration read-only, credential stores hidden; see `profile/protected.rs`);
 //! `[filesystem] unprotect` lifts one by name.
 
+pub mod patterns;
 mod protected;
 mod trust;
 
@@ -40,8 +41,8 @@ use serde::{Deserialize, Serialize};
 use trust::{walk, PlantablePlaces, PlantedLink, Walk};
 
 use cordon_sandbox::policy::{
-    single_line, Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode, NetworkPolicy,
-    SandboxPolicy, UnixSockets, POLICY_VERSION,
+    single_line, CarveOut, Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode,
+    NetworkPolicy, PatternExpansion, SandboxPolicy, UnixSockets, POLICY_VERSION,
 };
 
 /// The built-in presets.
@@ -89,8 +90,10 @@ impl Preset {
                 read: strings(&["/"]),
                 write: strings(&[":cwd", ":tmp"]),
                 protects: true,
-                // Carve-outs need the namespace layer; without user namespaces they are
-                // reported, so that the default stays usable. Missing layers are still refused.
+                // Carve-outs need the namespace layer; without user namespaces the preset's
+                // own (its protected paths) are reported, so that the default stays usable.
+                // Missing layers are still refused, and so are the `read_only` and
+                // `deny_read` entries a person adds (`FilesystemPolicy::required`).
                 enforcement: EnforcementPolicy {
                     missing_layer: Enforcement::Refuse,
                     carve_outs: Enforcement::Report,
@@ -126,6 +129,9 @@ struct Rules {
     tcp_connect: Option<Vec<u16>>,
     tcp_bind: Option<Vec<u16>>,
     enforcement: EnforcementPolicy,
+    /// `enforcement` as the person set it (their profile file or `--enforcement`), not a
+    /// preset's: only this relaxes the `read_only` and `deny_read` entries they wrote.
+    own_enforcement: Option<Enforcement>,
 }
 
 impl Rules {
@@ -143,7 +149,22 @@ impl Rules {
             tcp_connect: None,
             tcp_bind: None,
             enforcement: EnforcementPolicy::STRICT,
+            own_enforcement: None,
         }
+    }
+
+    fn set_enforcement(&mut self, e: Enforcement) {
+        self.enforcement = EnforcementPolicy {
+            missing_layer: e,
+            carve_outs: e,
+        };
+        self.own_enforcement = Some(e);
+    }
+
+    /// Whether the `read_only` and `deny_read` entries written here must be enforced or
+    /// refused whatever the preset's `carve_outs` says.
+    fn own_rules_required(&self) -> bool {
+        self.own_enforcement != Some(Enforcement::Report)
     }
 }
 
@@ -162,7 +183,9 @@ struct ProfileFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FilesystemSection {
-    #[serde(default)]
+    /// `allow_read` is the name sandbox-runtime's users know; a root below a `deny_read` path
+    /// is readable again (the more specific rule wins).
+    #[serde(default, alias = "allow_read")]
     read: Vec<String>,
     #[serde(default)]
     write: Vec<String>,
@@ -324,6 +347,9 @@ pub enum ProfileError {
         /// The entry.
         entry: String,
     },
+    /// A `read_only` or `deny_read` pattern is invalid, or matching it reached a bound.
+    #[error(transparent)]
+    Pattern(#[from] patterns::PatternError),
     /// The resolved policy is contradictory.
     #[error("profile {origin}: {source}")]
     Policy {
@@ -353,6 +379,8 @@ pub struct ResolveContext {
     pub xdg_cache_home: Option<PathBuf>,
     /// Whether cordon runs as root (then `/etc/shadow` and `/etc/gshadow` are hidden too).
     pub as_root: bool,
+    /// How far the `read_only` and `deny_read` patterns may walk ([`patterns::PatternLimits`]).
+    pub pattern_limits: patterns::PatternLimits,
 }
 
 impl ResolveContext {
@@ -371,6 +399,7 @@ impl ResolveContext {
             xdg_cache_home: std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from),
             // SAFETY: geteuid cannot fail.
             as_root: unsafe { libc::geteuid() } == 0,
+            pattern_limits: patterns::PatternLimits::from_env(),
         }
     }
 
@@ -441,6 +470,12 @@ pub struct Overrides {
     pub network: Option<NetworkMode>,
     /// `--allow-unix-sockets`.
     pub allow_unix_sockets: bool,
+    /// Extra `read_only` entries (`--read-only`), written by the person like a profile's.
+    pub read_only: Vec<String>,
+    /// Extra `deny_read` entries (`--deny-read`).
+    pub deny_read: Vec<String>,
+    /// `--enforcement`: replaces the profile's, as the person's own choice.
+    pub enforcement: Option<Enforcement>,
 }
 
 impl PermissionProfile {
@@ -583,10 +618,7 @@ impl PermissionProfile {
             rules.tcp_bind = file.network.tcp_bind;
         }
         if let Some(e) = file.enforcement {
-            rules.enforcement = EnforcementPolicy {
-                missing_layer: e,
-                carve_outs: e,
-            };
+            rules.set_enforcement(e);
         }
         Ok(PermissionProfile {
             origin: origin.to_owned(),
@@ -609,6 +641,11 @@ impl PermissionProfile {
             }
             if overrides.allow_unix_sockets {
                 rules.unix_sockets = UnixSockets::Allow;
+            }
+            rules.read_only.extend(overrides.read_only.iter().cloned());
+            rules.deny_read.extend(overrides.deny_read.iter().cloned());
+            if let Some(e) = overrides.enforcement {
+                rules.set_enforcement(e);
             }
         }
         self
@@ -674,17 +711,22 @@ impl PermissionProfile {
         let read = canonical_roots(read);
         let write = canonical_roots(write);
 
+        // What the person wrote (not the preset's protected defaults), when they did not
+        // relax it themselves: enforced or refused (`FilesystemPolicy::required`).
+        let mut required: Vec<PathBuf> = Vec::new();
+        let mut patterns = expander.expand_patterns(rules, &write)?;
         let mut read_only = Vec::new();
         for entry in &rules.read_only {
-            let candidates = if is_relative_entry(entry) {
+            let pattern = patterns::pattern_index(&patterns, CarveOut::ReadOnly, entry);
+            let candidates = if let Some(i) = pattern {
+                std::mem::take(&mut patterns[i].matched)
+            } else if is_relative_entry(entry) {
                 write.iter().map(|root| root.join(entry)).collect()
             } else {
                 expander.expand("filesystem.read_only", entry)?
             };
+            let mut added = Vec::new();
             for path in candidates {
-                let Ok(canonical) = std::fs::canonicalize(&path) else {
-                    continue; // nothing there to protect
-                };
                 // The link itself is not protected by protecting its target: the command could
                 // replace it with a directory of its own (a `.git` with hooks). Fail closed.
                 if let Some(link) = link_inside(&path, &write) {
@@ -694,7 +736,19 @@ impl PermissionProfile {
                         link,
                     });
                 }
-                let path = canonical;
+                // A path that does not exist yet is kept when the entry names one place and a
+                // writable root covers it: the helper then makes an empty read-only
+                // placeholder there for the run, so the command cannot create what the person
+                // asked to keep read-only. A relative entry stands for a name in every
+                // writable root (`/tmp` too), where placeholders would race between
+                // concurrent runs as the protected defaults' would: what exists is covered.
+                let Some(located) = locate(&path) else {
+                    continue; // cannot tell where it would be: nothing there to protect
+                };
+                if !located.exists && is_relative_entry(entry) {
+                    continue;
+                }
+                let path = located.canonical;
                 // A read-only path that is itself a writable root stays in: validation
                 // rejects the contradiction rather than quietly leaving it writable.
                 if !write.iter().any(|w| path.starts_with(w)) {
@@ -704,14 +758,27 @@ impl PermissionProfile {
                             path.display()
                         ));
                     }
-                } else if !read_only.contains(&path) {
-                    read_only.push(path);
+                } else {
+                    added.push(path.clone());
+                    if !read_only.contains(&path) {
+                        required.push(path.clone());
+                        read_only.push(path);
+                    }
                 }
+            }
+            if let Some(i) = pattern {
+                patterns[i].matched = added;
             }
         }
         let mut deny_read = Vec::new();
         for entry in &rules.deny_read {
-            for path in expander.expand("filesystem.deny_read", entry)? {
+            let pattern = patterns::pattern_index(&patterns, CarveOut::DenyRead, entry);
+            let candidates = match pattern {
+                Some(i) => std::mem::take(&mut patterns[i].matched),
+                None => expander.expand("filesystem.deny_read", entry)?,
+            };
+            let mut added = Vec::new();
+            for path in candidates {
                 // Hiding the target of a link the command can rewrite would let it choose what
                 // the next run hides (point the link elsewhere, and the secret is readable).
                 if let Some(link) = link_inside(&path, &write) {
@@ -722,13 +789,23 @@ impl PermissionProfile {
                     });
                 }
                 match std::fs::canonicalize(&path) {
-                    Ok(p) if !deny_read.contains(&p) => deny_read.push(p),
-                    Ok(_) => {}
+                    Ok(p) => {
+                        added.push(p.clone());
+                        if !deny_read.contains(&p) {
+                            required.push(p.clone());
+                            deny_read.push(p);
+                        }
+                    }
                     Err(_) => notes.push(format!(
                         "filesystem.deny_read: {} does not exist; nothing to hide",
                         path.display()
                     )),
                 }
+            }
+            if let Some(i) = pattern {
+                // A directory named whole that does not exist covers nothing made later.
+                patterns[i].covers_new_paths &= !added.is_empty();
+                patterns[i].matched = added;
             }
         }
 
@@ -748,6 +825,12 @@ impl PermissionProfile {
             .cloned()
             .collect();
         read_only.retain(|p| !covered.contains(p));
+        if rules.own_rules_required() {
+            required.retain(|p| read_only.contains(p) || deny_read.contains(p));
+            required.dedup();
+        } else {
+            required.clear();
+        }
 
         let devices = canonical_roots(expander.existing_roots(
             "filesystem.devices",
@@ -763,6 +846,8 @@ impl PermissionProfile {
                 read_only,
                 deny_read,
                 devices,
+                required,
+                patterns,
             },
             network: NetworkPolicy {
                 mode: rules.network,
@@ -940,6 +1025,93 @@ impl Expander<'_> {
             .collect())
     }
 
+    /// Expands every pattern of `read_only` and `deny_read` (see [`patterns`]): a relative one
+    /// beneath every writable root, an absolute one beneath its literal directory. Each
+    /// directory is walked once for all the patterns beneath it. The `matched` paths are
+    /// lexical here; resolution replaces them with what it keeps.
+    fn expand_patterns(
+        &self,
+        rules: &Rules,
+        write: &[PathBuf],
+    ) -> Result<Vec<PatternExpansion>, ProfileError> {
+        let entries = rules
+            .read_only
+            .iter()
+            .map(|e| (CarveOut::ReadOnly, "filesystem.read_only", e))
+            .chain(
+                rules
+                    .deny_read
+                    .iter()
+                    .map(|e| (CarveOut::DenyRead, "filesystem.deny_read", e)),
+            )
+            .filter(|(_, _, e)| patterns::is_pattern(e));
+        let mut expansions: Vec<PatternExpansion> = Vec::new();
+        // (directory, [(expansion, glob)]) for the patterns that need a walk.
+        let mut walks: Vec<(PathBuf, Vec<(usize, &str)>)> = Vec::new();
+        for (kind, field, entry) in entries {
+            if patterns::pattern_index(&expansions, kind, entry).is_some() {
+                continue;
+            }
+            let (literal, glob) = patterns::split(entry);
+            let roots: Vec<PathBuf> = if literal.is_empty() || is_relative_entry(literal) {
+                write
+                    .iter()
+                    .map(|w| {
+                        if literal.is_empty() {
+                            w.clone()
+                        } else {
+                            w.join(literal)
+                        }
+                    })
+                    .collect()
+            } else {
+                self.expand(field, literal)?
+            };
+            let whole = patterns::names_everything_beneath(glob);
+            let index = expansions.len();
+            expansions.push(PatternExpansion {
+                field: kind,
+                pattern: entry.clone(),
+                matched: if whole { roots.clone() } else { Vec::new() },
+                roots: roots.clone(),
+                covers_new_paths: whole,
+            });
+            if whole {
+                continue;
+            }
+            for root in roots {
+                match walks.iter_mut().find(|(dir, _)| *dir == root) {
+                    Some((_, list)) => list.push((index, glob)),
+                    None => walks.push((root, vec![(index, glob)])),
+                }
+            }
+        }
+        let mut budget = patterns::Budget::new(self.ctx.pattern_limits);
+        for (dir, list) in &walks {
+            let wanted: Vec<patterns::Wanted<'_>> = list
+                .iter()
+                .map(|&(index, glob)| {
+                    let hides = expansions[index].field == CarveOut::DenyRead;
+                    patterns::Wanted {
+                        glob,
+                        pattern: &expansions[index].pattern,
+                        field: if hides {
+                            "filesystem.deny_read"
+                        } else {
+                            "filesystem.read_only"
+                        },
+                        hides,
+                    }
+                })
+                .collect();
+            let found = patterns::walk(dir, &wanted, &mut budget)?;
+            for (&(index, _), paths) in list.iter().zip(found) {
+                expansions[index].matched.extend(paths);
+            }
+        }
+        Ok(expansions)
+    }
+
     /// Where a confined command of an earlier run could have written: the invoking and
     /// working directories, `/tmp`, `$TMPDIR` and every writable root as written.
     fn plantable_places(&self, rules: &Rules) -> Result<PlantablePlaces, ProfileError> {
@@ -973,6 +1145,15 @@ impl Expander<'_> {
                         entry: entry.clone(),
                         walk,
                     }),
+                    // A pattern where a root is expected would otherwise be left out quietly
+                    // as a path that does not exist; a real path with such a name still works.
+                    Err(_) if patterns::is_pattern(entry) => {
+                        return Err(ProfileError::BadEntry {
+                            field,
+                            entry: entry.clone(),
+                            problem: "is a glob pattern, and no such path exists; only read_only and deny_read take patterns",
+                        })
+                    }
                     Err(e) => notes.push(format!(
                         "{field}: {} left out: {}",
                         path.display(),
@@ -1667,6 +1848,56 @@ mod tests {
         .unwrap();
         let err = profile.resolve(&ctx(dir.path())).unwrap_err().to_string();
         assert!(err.contains("deny_read"), "{err}");
+    }
+
+    #[test]
+    fn patterns_expand_into_carve_outs_and_are_refused_where_roots_are_expected() {
+        let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let cwd = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir_all(cwd.join("a/.claude")).unwrap();
+        fs::write(cwd.join("a/.env"), "").unwrap();
+        fs::write(cwd.join("x.pem"), "").unwrap();
+        let profile = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\ndeny_read = [\":cwd/**/.env\"]\nread_only = [\":cwd/*.pem\", \":cwd/a/.claude/**\"]\n",
+        )
+        .unwrap();
+        let policy = profile
+            .resolve(&ctx_home_apart(&cwd, home.path()))
+            .unwrap()
+            .policy
+            .unwrap();
+        let fs_policy = &policy.filesystem;
+        assert_eq!(fs_policy.deny_read, vec![cwd.join("a/.env")]);
+        assert!(fs_policy.read_only.contains(&cwd.join("x.pem")));
+        assert!(fs_policy.read_only.contains(&cwd.join("a/.claude")));
+        let covers: Vec<(&str, bool)> = fs_policy
+            .patterns
+            .iter()
+            .map(|p| (p.pattern.as_str(), p.covers_new_paths))
+            .collect();
+        assert_eq!(
+            covers,
+            [
+                (":cwd/*.pem", false),
+                (":cwd/a/.claude/**", true),
+                (":cwd/**/.env", false)
+            ]
+        );
+        // Every match is the person's own rule.
+        for path in fs_policy.deny_read.iter().chain(&fs_policy.read_only) {
+            assert!(fs_policy.required.contains(path), "{path:?}");
+        }
+        let err = PermissionProfile::from_toml_str(
+            "extends = \"workspace-write\"\n[filesystem]\nwrite = [\":cwd/**/build\"]\n",
+        )
+        .unwrap()
+        .resolve(&ctx_home_apart(&cwd, home.path()))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("only read_only and deny_read take patterns"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -162,8 +162,9 @@ const PROFILES: [Profile; 8] = [
         extra_args: &[],
         sandbox: None,
     },
-    // Extends the default, so it inherits its enforcement: missing levels refuse (ports
-    // included, below ABI 4), the hidden `~/.ssh` is reported without the mount layer.
+    // Extends the default, so it inherits its enforcement for the preset's own carve-outs:
+    // missing levels refuse (ports included, below ABI 4); the hidden `~/.ssh` it writes
+    // itself is enforced or refused whatever the preset says.
     Profile {
         name: "user",
         file: Some(USER_PROFILE),
@@ -571,6 +572,21 @@ fn expected(cell: &Cell, policy: &Value) -> Expected {
         if let Some(first) = lost.first() {
             return Expected::Refused(first.clone());
         }
+    }
+    // A carve-out the profile itself wrote (`filesystem.required`, left empty by its own
+    // `enforcement = "report"`) refuses whatever the preset's `carve_outs` says.
+    let required: Vec<String> = policy["filesystem"]["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_str())
+        .map(|p| p.to_owned())
+        .collect();
+    if let Some(first) = carve_outs.iter().find(|c| {
+        c.split_once(':')
+            .is_some_and(|(_, p)| required.iter().any(|r| r == p))
+    }) {
+        return Expected::Refused(first.clone());
     }
     if profile.carve_outs == On::Refuse {
         if let Some(first) = carve_outs.first() {

@@ -15,14 +15,16 @@ use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use seccompiler::BpfProgram;
 
 use crate::error::SetupError;
 use crate::namespaces::{self, userns};
-use crate::policy::{Enforcement, NetworkMode, SandboxPolicy};
-use crate::status::{write_record, ConfinementReceipt, Downgrade, Layer, StatusRecord};
+use crate::policy::{CarveOut, Enforcement, NetworkMode, SandboxPolicy};
+use crate::status::{
+    write_record, Approximation, ConfinementReceipt, Downgrade, Layer, StatusRecord,
+};
 use crate::{landlock_rules, process, syscall_rules};
 
 /// Exit code when the sandbox could not be built (or the arguments were bad).
@@ -57,6 +59,34 @@ fn unmediated(policy: &SandboxPolicy) -> Vec<String> {
         out.push(UNMEDIATED_LISTEN_AUTOBIND.to_owned());
     }
     out
+}
+
+/// A pattern on names (`**/.env`) was expanded into the paths that matched when the profile
+/// was resolved; the layers cover those paths, never a name, so the receipt says what a
+/// matching path created later gets.
+fn pattern_approximations(policy: &SandboxPolicy) -> impl Iterator<Item = Approximation> + '_ {
+    policy
+        .filesystem
+        .patterns
+        .iter()
+        .filter(|p| !p.covers_new_paths)
+        .map(|p| {
+            let verb = match p.field {
+                CarveOut::ReadOnly => "kept read-only",
+                CarveOut::DenyRead => "hidden",
+            };
+            let kind = p.field.name();
+            let roots: Vec<String> = p.roots.iter().map(|r| r.display().to_string()).collect();
+            Approximation {
+                rule: format!("{kind}:{}", p.pattern),
+                effect: format!(
+                    "the {} paths it matched beneath {} when the profile was resolved are {verb}; \
+                     a matching path created later is not (mounts and Landlock cover paths, not names)",
+                    p.matched.len(),
+                    roots.join(", ")
+                ),
+            }
+        })
 }
 
 /// Parsed helper arguments.
@@ -315,7 +345,17 @@ impl Env {
             Ok(()) => Vec::new(),
             Err(missing) => carve_out_downgrades(&policy, &missing.reason, &fs_plan.hidden),
         };
-        refuse_if_required(policy.enforcement.carve_outs, &carve_out_downgrades)?;
+        // A carve-out the person wrote is refused whatever `carve_outs` says (that setting is
+        // the preset's, about its own defaults); the rest follow it.
+        let (written, defaults): (Vec<_>, Vec<_>) = carve_out_downgrades
+            .into_iter()
+            .partition(|(_, written)| *written);
+        let written: Vec<Downgrade> = written.into_iter().map(|(d, _)| d).collect();
+        let defaults: Vec<Downgrade> = defaults.into_iter().map(|(d, _)| d).collect();
+        refuse_if_required(Enforcement::Refuse, &written)?;
+        refuse_if_required(policy.enforcement.carve_outs, &defaults)?;
+        // Only reached with `written` empty: whatever is reported is a preset's default.
+        let carve_out_downgrades = defaults;
         // Read here, not after confinement: the command keeps this pid across execve, and the
         // process rules may let it act on itself by pid only if they know the pid. Under the
         // namespace layer the command is the init's first child, and its IPC is its own.
@@ -429,7 +469,13 @@ impl Env {
             layers,
             landlock_abi: self.landlock_abi,
             downgrades: downgrades.chain(entered.downgrades).collect(),
-            approximations: self.fs_plan.approximations.clone(),
+            approximations: self
+                .fs_plan
+                .approximations
+                .iter()
+                .cloned()
+                .chain(pattern_approximations(&self.policy))
+                .collect(),
             unmediated,
             placeholders: entered.placeholders,
         }
@@ -575,11 +621,13 @@ fn check_pass_fd(fd: RawFd) -> Result<(), SetupError> {
     })
 }
 
+/// The carve-outs the mount layer would have enforced, each with whether the person wrote it
+/// (`filesystem.required`), in policy order.
 fn carve_out_downgrades(
     policy: &SandboxPolicy,
     missing: &str,
     approximated: &[PathBuf],
-) -> Vec<Downgrade> {
+) -> Vec<(Downgrade, bool)> {
     let fs = &policy.filesystem;
     let reason = format!(
         "carve-outs need the mount-namespace layer, and {missing}; Landlock rights cannot be \
@@ -591,14 +639,29 @@ fn carve_out_downgrades(
         .chain(
             fs.deny_read
                 .iter()
-                .filter(|p| !approximated.contains(p))
+                .filter(|p| !approximated.iter().any(|h| kept_unreadable_by(fs, h, p)))
                 .map(|p| ("deny_read", p)),
         )
-        .map(|(kind, path)| Downgrade {
-            restriction: format!("{kind}:{}", path.display()),
-            reason: reason.clone(),
+        .map(|(kind, path)| {
+            let downgrade = Downgrade {
+                restriction: format!("{kind}:{}", path.display()),
+                reason: reason.clone(),
+            };
+            (downgrade, fs.required.contains(path))
         })
         .collect()
+}
+
+/// Whether `path` stays unreadable because Landlock left the hidden `hidden` out of every root
+/// above it: `path` is `hidden` itself, or lies beneath it with no root of its own in between
+/// (a root below a hidden directory is granted on its own, and would need its own exclusion).
+fn kept_unreadable_by(fs: &crate::policy::FilesystemPolicy, hidden: &Path, path: &Path) -> bool {
+    path.starts_with(hidden)
+        && !fs
+            .read
+            .iter()
+            .chain(&fs.write)
+            .any(|root| path.starts_with(root) && root.starts_with(hidden) && root != hidden)
 }
 
 fn refuse_if_required(

@@ -71,6 +71,57 @@ pub struct FilesystemPolicy {
     /// namespace layer they are the only other devices in its private `/dev`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<PathBuf>,
+    /// The `read_only` and `deny_read` paths a person wrote themselves (in their profile or on
+    /// the command line), as opposed to a preset's protected defaults: each is enforced or the
+    /// run is refused, whatever `enforcement.carve_outs` says. A preset's leniency about its
+    /// own defaults must never quietly relax a rule somebody wrote down; only their own
+    /// `enforcement = "report"` does, and then the parent leaves this list empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<PathBuf>,
+    /// The patterns of `read_only` and `deny_read` and what each expanded to when the profile
+    /// was resolved (the paths are in `read_only` / `deny_read` too): for `--print-policy`, and
+    /// for the receipt, which says where a pattern cannot cover paths created later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patterns: Vec<PatternExpansion>,
+}
+
+/// Which carve-out list a pattern belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CarveOut {
+    /// `read_only`.
+    ReadOnly,
+    /// `deny_read`.
+    DenyRead,
+}
+
+impl CarveOut {
+    /// The field's name, as profiles and receipts spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CarveOut::ReadOnly => "read_only",
+            CarveOut::DenyRead => "deny_read",
+        }
+    }
+}
+
+/// One glob pattern of a carve-out list, expanded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatternExpansion {
+    /// The list it came from.
+    pub field: CarveOut,
+    /// The pattern as written (`**/.env`, `:cwd/secrets/**`).
+    pub pattern: String,
+    /// The directories it was matched beneath.
+    pub roots: Vec<PathBuf>,
+    /// What it matched (a directory stands for everything beneath it).
+    pub matched: Vec<PathBuf>,
+    /// True when the carve-out also covers matching paths created after resolution: the
+    /// pattern only names everything beneath literal directories (`secrets/**`, `.claude/*`),
+    /// and those directories are carved out whole. False for patterns on names (`**/.env`):
+    /// mounts and Landlock cover paths, not names, so a match made later is not covered.
+    pub covers_new_paths: bool,
 }
 
 /// Network and socket access.
@@ -211,6 +262,9 @@ pub enum PolicyError {
     /// A `filesystem.devices` entry is not a path below `/dev`.
     #[error("filesystem.devices: {0:?} is not below /dev")]
     DeviceOutsideDev(PathBuf),
+    /// `filesystem.required` names a path that is in neither `read_only` nor `deny_read`.
+    #[error("filesystem.required: {0:?} is in neither read_only nor deny_read")]
+    RequiredNotACarveOut(PathBuf),
     /// A marker name or value is not acceptable.
     #[error("markers: {0}")]
     Marker(String),
@@ -289,6 +343,12 @@ impl SandboxPolicy {
             }
             if !fs.write.iter().any(|w| path.starts_with(w)) {
                 return Err(PolicyError::ReadOnlyOutsideWritable(path.clone()));
+            }
+        }
+        for path in &fs.required {
+            check_canonical("filesystem.required", path)?;
+            if !fs.read_only.contains(path) && !fs.deny_read.contains(path) {
+                return Err(PolicyError::RequiredNotACarveOut(path.clone()));
             }
         }
         for path in &fs.devices {
@@ -421,6 +481,8 @@ mod tests {
                 read_only: vec!["/work/.git".into()],
                 deny_read: vec![],
                 devices: vec![],
+                required: vec![],
+                patterns: vec![],
             },
             network: NetworkPolicy {
                 mode: NetworkMode::Denied,
@@ -493,6 +555,29 @@ mod tests {
             policy.validate(),
             Err(PolicyError::ReadOnlyOutsideWritable("/etc".into()))
         );
+    }
+
+    #[test]
+    fn required_paths_must_be_carve_outs() {
+        let mut policy = base();
+        policy.filesystem.required = vec!["/work/.git".into()];
+        assert_eq!(policy.validate(), Ok(()));
+        policy.filesystem.required = vec!["/work/src".into()];
+        assert_eq!(
+            policy.validate(),
+            Err(PolicyError::RequiredNotACarveOut("/work/src".into()))
+        );
+        // Old policies without the field still parse: nothing is required.
+        let json = base().to_json();
+        assert!(
+            !json.contains("required") && !json.contains("patterns"),
+            "{json}"
+        );
+        assert!(SandboxPolicy::from_json(&json)
+            .unwrap()
+            .filesystem
+            .required
+            .is_empty());
     }
 
     #[test]

@@ -60,6 +60,13 @@ impl Plan {
                 write: fs.write.clone(),
                 read_only: fs.read_only.clone(),
                 deny_read: fs.deny_read.clone(),
+                reallowed: fs
+                    .read
+                    .iter()
+                    .filter(|r| fs.deny_read.iter().any(|d| r.starts_with(d) && *r != d))
+                    .filter(|r| !below_dev(r))
+                    .cloned()
+                    .collect(),
                 // A readable root below /dev names host devices: bound into the private /dev
                 // like the listed ones (writable roots there are bound as writable roots).
                 devices: fs

@@ -22,7 +22,8 @@
 //! - writable roots bound writable on top, `nosuid,nodev`;
 //! - `read_only` carve-outs bound read-only inside them (a file or a directory);
 //! - `deny_read` paths covered: a directory by an empty read-only tmpfs, a file by an empty
-//!   read-only file; a writable root below a hidden directory is bound again inside it;
+//!   read-only file; a writable root below a hidden directory is bound again inside it, and
+//!   a readable one read-only (the more specific rule wins);
 //! - a minimal `/dev` and a fresh `/proc`.
 //!
 //! Every path is opened with `RESOLVE_NO_SYMLINKS` and mounted through its descriptor (the new
@@ -47,6 +48,10 @@ pub struct ViewPlan {
     pub read_only: Vec<PathBuf>,
     /// Hidden paths.
     pub deny_read: Vec<PathBuf>,
+    /// Readable roots below a hidden directory: the more specific rule wins, so each is bound
+    /// back, read-only, into the empty directory that hides its parent (`deny_read = ["~"]`
+    /// with `read = ["~/.cache/pip"]`).
+    pub reallowed: Vec<PathBuf>,
     /// Device nodes or directories the policy adds to the minimal `/dev`.
     pub devices: Vec<PathBuf>,
     /// The host's `/dev/pts` instead of a private one: the command was given a terminal, or
@@ -494,6 +499,10 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
     for path in read_only {
         entries.push((path.clone(), Entry::Tree(clone(path, MOUNT_ATTR_RDONLY)?)));
     }
+    for path in &plan.reallowed {
+        let attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        entries.push((path.clone(), Entry::Tree(clone(path, attrs)?)));
+    }
     // A carve-out's directories between its writable root and itself become mount points
     // (bound writable onto themselves): a mount point cannot be renamed, so the command cannot
     // move `sub/` (and the protected `sub/.git` with it) aside and put its own `sub/.git` in
@@ -523,6 +532,22 @@ pub fn build(plan: &ViewPlan, read_only: &[PathBuf]) -> Result<Vec<Downgrade>, S
         entries.push((path, Entry::Tree(tree)));
     }
     for path in &plan.deny_read {
+        // Inside a directory already hidden, with nothing bound back between the two, there is
+        // nothing left to hide; covering it would only spend the hiding tmpfs's few inodes.
+        let bound_back = |hidden: &Path| {
+            plan.write
+                .iter()
+                .chain(read_only)
+                .chain(&plan.reallowed)
+                .any(|b| path.starts_with(b) && b.starts_with(hidden) && b != hidden)
+        };
+        if plan
+            .deny_read
+            .iter()
+            .any(|h| path.starts_with(h) && path != h && !bound_back(h))
+        {
+            continue;
+        }
         match open_beneath(None, path) {
             Ok(fd) if is_dir(&fd) => entries.push((path.clone(), Entry::HideDir)),
             Ok(_) => entries.push((path.clone(), Entry::HideFile)),
