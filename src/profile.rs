@@ -1883,10 +1883,12 @@ mod tests {
                 (":cwd/**/.env", false)
             ]
         );
-        // Every match is the person's own rule.
-        for path in fs_policy.deny_read.iter().chain(&fs_policy.read_only) {
-            assert!(fs_policy.required.contains(path), "{path:?}");
+        // Every match is the person's own rule (the preset's protected paths, placeholders for
+        // the missing ones included, are not).
+        for path in [cwd.join("a/.env"), cwd.join("x.pem"), cwd.join("a/.claude")] {
+            assert!(fs_policy.required.contains(&path), "{path:?}");
         }
+        assert!(!fs_policy.required.contains(&cwd.join(".git")));
         let err = PermissionProfile::from_toml_str(
             "extends = \"workspace-write\"\n[filesystem]\nwrite = [\":cwd/**/build\"]\n",
         )

@@ -561,5 +561,8 @@ fn full_access_print_policy_says_that_nothing_is_confined() {
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(value["sandbox"], "none");
     assert_eq!(value["cwd"], tree.cwd.display().to_string());
-    assert!(value["note"].as_str().unwrap().contains("without the helper"));
+    assert!(value["note"]
+        .as_str()
+        .unwrap()
+        .contains("without the helper"));
 }

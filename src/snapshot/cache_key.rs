@@ -165,8 +165,9 @@ mod tests {
                 "/h/.bashrc"
             ])
         );
-        assert!(profile_d().iter().all(|p| p.starts_with("/etc/profile.d")
-            && p.extension().is_some_and(|e| e == "sh")));
+        assert!(profile_d()
+            .iter()
+            .all(|p| p.starts_with("/etc/profile.d") && p.extension().is_some_and(|e| e == "sh")));
         let zsh = startup_files(ShellKind::Zsh, env);
         assert!(zsh.contains(&PathBuf::from("/z/.zshrc")));
         assert!(zsh.contains(&PathBuf::from("/etc/zsh/zlogin")));

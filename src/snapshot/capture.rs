@@ -904,10 +904,9 @@ pub mod fuzzing {
     /// The capture output of a shell whose startup files defined nothing but the environment
     /// `env` (NUL-separated `NAME=VALUE` entries, as `env -0` prints them).
     pub fn output_with_env(sep: &str, env: &[u8]) -> Vec<u8> {
-        let mut out = format!(
-            "{MARKER_LINE}\n{sep} functions\n{sep} options\n{sep} aliases\n{sep} env\n"
-        )
-        .into_bytes();
+        let mut out =
+            format!("{MARKER_LINE}\n{sep} functions\n{sep} options\n{sep} aliases\n{sep} env\n")
+                .into_bytes();
         out.extend_from_slice(env);
         out
     }
