@@ -32,6 +32,7 @@
 //! ```
 
 pub mod classify;
+pub mod context;
 pub mod doctor;
 pub mod exec;
 pub mod helper;

@@ -18,6 +18,7 @@ use cordon::helper::SELF_HELPER_ARG;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
 
+mod context_cli;
 mod doctor_cli;
 mod report;
 mod snapshot_cli;
@@ -54,6 +55,9 @@ enum Command {
     /// Show what this kernel lets cordon enforce, feature by feature and preset by preset
     /// (exit 0 when the default preset is enforced in full, 1 otherwise).
     Doctor(doctor_cli::DoctorArgs),
+    /// Print the environment context an agent shows its model (`--since FILE`: only what
+    /// changed since a state saved with `--json`).
+    Context(context_cli::ContextArgs),
 }
 
 #[derive(clap::Args)]
@@ -163,6 +167,13 @@ fn main() -> ExitCode {
         }
         Command::Doctor(args) => match doctor_cli::run(args) {
             Ok(code) => code,
+            Err(e) => {
+                eprintln!("cordon: {}", one_line(&e));
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
+        Command::Context(args) => match context_cli::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("cordon: {}", one_line(&e));
                 ExitCode::from(EXIT_CORDON)
