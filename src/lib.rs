@@ -41,5 +41,6 @@ mod path_walk;
 pub mod profile;
 pub mod session;
 pub mod snapshot;
+pub mod user_shell;
 
 pub use cordon_sandbox as sandbox;

@@ -21,6 +21,7 @@ use cordon::sandbox::policy::NetworkMode;
 mod context_cli;
 mod doctor_cli;
 mod report;
+mod shell_cli;
 mod snapshot_cli;
 mod terminal;
 mod units;
@@ -58,6 +59,9 @@ enum Command {
     /// Print the environment context an agent shows its model (`--since FILE`: only what
     /// changed since a state saved with `--json`).
     Context(context_cli::ContextArgs),
+    /// Run the person's own command in their login shell with full access, on purpose
+    /// unsandboxed (what a `!command` in an agent's UI runs).
+    Shell(shell_cli::ShellArgs),
 }
 
 #[derive(clap::Args)]
@@ -174,6 +178,13 @@ fn main() -> ExitCode {
         },
         Command::Context(args) => match context_cli::run(args) {
             Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cordon: {}", one_line(&e));
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
+        Command::Shell(args) => match shell_cli::run(args) {
+            Ok(code) => code,
             Err(e) => {
                 eprintln!("cordon: {}", one_line(&e));
                 ExitCode::from(EXIT_CORDON)
