@@ -37,6 +37,7 @@ pub mod doctor;
 pub mod exec;
 pub mod helper;
 pub mod orchestrator;
+pub mod patch;
 mod path_walk;
 pub mod profile;
 pub mod session;

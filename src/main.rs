@@ -20,6 +20,7 @@ use cordon::sandbox::policy::NetworkMode;
 
 mod context_cli;
 mod doctor_cli;
+mod patch_cli;
 mod report;
 mod shell_cli;
 mod snapshot_cli;
@@ -62,6 +63,8 @@ enum Command {
     /// Run the person's own command in their login shell with full access, on purpose
     /// unsandboxed (what a `!command` in an agent's UI runs).
     Shell(shell_cli::ShellArgs),
+    /// Apply a patch (`*** Begin Patch` ... `*** End Patch`, on stdin) inside the sandbox.
+    Patch(patch_cli::PatchArgs),
 }
 
 #[derive(clap::Args)]
@@ -133,6 +136,10 @@ fn main() -> ExitCode {
         return exit_code(cordon::sandbox::main_with_args(args.skip(1)));
     }
 
+    if std::env::args_os().nth(1).as_deref() == Some(OsStr::new(cordon::patch::APPLY_PATCH_ARG)) {
+        // Run inside the sandbox by the patch runtime; no CLI parsing, no logging.
+        return exit_code(cordon::patch::applier_main(std::env::args_os().skip(2)));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -178,6 +185,13 @@ fn main() -> ExitCode {
         },
         Command::Context(args) => match context_cli::run(args) {
             Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cordon: {}", one_line(&e));
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
+        Command::Patch(args) => match patch_cli::run(args) {
+            Ok(code) => code,
             Err(e) => {
                 eprintln!("cordon: {}", one_line(&e));
                 ExitCode::from(EXIT_CORDON)

@@ -1,0 +1,204 @@
+//! The parent side of apply-patch: parse (a malformed patch is rejected before anything is
+//! touched), run the applier under the request's policy through the orchestrator (so denials
+//! are classified like any command's and an approval can retry), and gather the changes of
+//! every attempt.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cordon_sandbox::SandboxPolicy;
+
+use super::applier::{read_report, AppliedLine, FileChange, PatchFailure, APPLY_PATCH_ARG};
+use super::parse::{parse, ParseError};
+use crate::exec::{EnvPolicy, ExecRequest, Outcome};
+use crate::orchestrator::{Approver, OrchestratedRun, Orchestrator};
+
+/// What the report of the applier may hold: a diff per file, for patches of source files.
+const REPORT_LIMIT: usize = 256 * 1024 * 1024;
+
+/// The name approvals and denial reports show for the applier.
+pub const APPLY_PATCH_COMMAND: &str = "apply_patch";
+
+/// Why a patch was not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    /// The patch is malformed; nothing was touched.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// No applier binary was found.
+    #[error("cannot find the cordon binary to apply patches with: set {APPLIER_ENV} to its path")]
+    NoApplier,
+}
+
+/// Environment variable naming the `cordon` binary that applies patches.
+pub const APPLIER_ENV: &str = "CORDON_PATCH_APPLIER";
+
+/// One patch to apply.
+#[derive(Debug, Clone)]
+pub struct PatchRequest {
+    /// The patch text.
+    pub patch: String,
+    /// The directory relative paths are taken from.
+    pub cwd: PathBuf,
+    /// The policy the applier runs under; `None` runs it unsandboxed.
+    pub policy: Option<SandboxPolicy>,
+    /// Overrides the runtime's default timeout.
+    pub timeout: Option<Duration>,
+}
+
+impl PatchRequest {
+    /// `patch` in `cwd` under `policy`.
+    pub fn new(
+        patch: impl Into<String>,
+        cwd: impl Into<PathBuf>,
+        policy: Option<SandboxPolicy>,
+    ) -> PatchRequest {
+        PatchRequest {
+            patch: patch.into(),
+            cwd: cwd.into(),
+            policy,
+            timeout: None,
+        }
+    }
+}
+
+/// Everything a patch did, over every attempt.
+#[derive(Debug, Clone)]
+pub struct PatchReport {
+    /// The files changed, in the order they were changed, first attempt's first.
+    pub changes: Vec<FileChange>,
+    /// Why the last attempt stopped; `None` when every operation applied.
+    pub failure: Option<PatchFailure>,
+    /// The attempts, classified (the first attempt's denials are what an approver saw).
+    pub run: OrchestratedRun,
+}
+
+impl PatchReport {
+    /// True when the whole patch applied.
+    pub fn applied(&self) -> bool {
+        self.failure.is_none() && self.run.last().outcome == Outcome::Success
+    }
+}
+
+/// Runs patches with a `cordon` binary as the applier.
+#[derive(Debug, Clone)]
+pub struct PatchRuntime {
+    applier: PathBuf,
+}
+
+impl PatchRuntime {
+    /// Uses the `cordon` binary at `applier`.
+    pub fn new(applier: impl Into<PathBuf>) -> PatchRuntime {
+        PatchRuntime {
+            applier: applier.into(),
+        }
+    }
+
+    /// `$CORDON_PATCH_APPLIER`, else the running program when it is the `cordon` binary.
+    pub fn locate() -> Result<PatchRuntime, PatchError> {
+        if let Some(path) = std::env::var_os(APPLIER_ENV).filter(|p| !p.is_empty()) {
+            return Ok(PatchRuntime::new(path));
+        }
+        let exe = std::env::current_exe().map_err(|_| PatchError::NoApplier)?;
+        let is_cordon = exe
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n == "cordon");
+        if is_cordon {
+            Ok(PatchRuntime::new(exe))
+        } else {
+            Err(PatchError::NoApplier)
+        }
+    }
+
+    /// The applier's request for `request`, starting at operation `skip`.
+    fn exec_request(&self, request: &PatchRequest, skip: usize) -> ExecRequest {
+        let mut exec = ExecRequest::new(
+            applier_argv(&self.applier, skip),
+            &request.cwd,
+            request.policy.clone(),
+        )
+        .env(EnvPolicy::empty())
+        .stdin_bytes(request.patch.clone().into_bytes())
+        .output_limit(REPORT_LIMIT);
+        exec.timeout = request.timeout;
+        exec.reported_argv = Some(vec![APPLY_PATCH_COMMAND.into()]);
+        exec
+    }
+
+    /// Parses and applies `request` through `orchestrator`: on a denial `approver` decides,
+    /// and an approved retry starts at the operation that was refused, so nothing already
+    /// changed is changed twice. `Err` only when nothing ran (a malformed patch).
+    pub async fn apply<A: Approver>(
+        &self,
+        orchestrator: &Orchestrator,
+        request: &PatchRequest,
+        approver: &A,
+    ) -> Result<PatchReport, PatchError> {
+        let patch = parse(&request.patch)?;
+        let total = patch.ops.len();
+        let applier = self.applier.clone();
+        let run = orchestrator
+            .run_adjusting(self.exec_request(request, 0), approver, |first, retry| {
+                let skip = resume_at(&read_report(&first.stdout.bytes))
+                    .unwrap_or(0)
+                    .min(total);
+                retry.argv = applier_argv(&applier, skip);
+            })
+            .await;
+        let mut changes = Vec::new();
+        let mut failure = None;
+        for attempt in std::iter::once(&run.first).chain(run.second.as_ref()) {
+            failure = None;
+            for line in read_report(&attempt.stdout.bytes) {
+                match line {
+                    AppliedLine::Applied { change, .. } => changes.push(change),
+                    AppliedLine::Failed(f) => failure = Some(f),
+                }
+            }
+            if failure.is_none() && attempt.outcome != Outcome::Success {
+                // The applier did not say why (killed, timed out, could not start).
+                failure = Some(PatchFailure {
+                    index: 0,
+                    path: String::new(),
+                    errno: None,
+                    message: format!(
+                        "the patch applier did not finish: {}",
+                        outcome_text(attempt)
+                    ),
+                });
+            }
+        }
+        Ok(PatchReport {
+            changes,
+            failure,
+            run,
+        })
+    }
+}
+
+fn applier_argv(applier: &std::path::Path, skip: usize) -> Vec<std::ffi::OsString> {
+    vec![
+        applier.as_os_str().to_os_string(),
+        APPLY_PATCH_ARG.into(),
+        "--skip".into(),
+        skip.to_string().into(),
+    ]
+}
+
+/// Where a retry starts: at the failed operation.
+fn resume_at(report: &[AppliedLine]) -> Option<usize> {
+    report.iter().find_map(|line| match line {
+        AppliedLine::Failed(f) => Some(f.index),
+        AppliedLine::Applied { .. } => None,
+    })
+}
+
+fn outcome_text(result: &crate::exec::ExecResult<crate::classify::Denial>) -> String {
+    match &result.outcome {
+        Outcome::SetupError { message, .. } => message.clone(),
+        Outcome::ExecError { message, .. } => message.clone(),
+        Outcome::Rejected { reason } => reason.clone(),
+        other => format!("exit code {}", other.exit_code()),
+    }
+}
