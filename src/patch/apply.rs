@@ -43,7 +43,8 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk]) -> Result<String, HunkErro
     if lines.last() == Some(&"") {
         lines.pop();
     }
-    let mut replacements: Vec<(usize, usize, &[String])> = Vec::new();
+    // (start, lines replaced, the chunk, how many of its new lines are used)
+    let mut replacements: Vec<(usize, usize, &Chunk, usize)> = Vec::new();
     let mut cursor = 0;
     for chunk in chunks {
         if let Some(context) = &chunk.context {
@@ -65,7 +66,7 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk]) -> Result<String, HunkErro
             } else {
                 lines.len()
             };
-            replacements.push((at, 0, &chunk.new));
+            replacements.push((at, 0, chunk, chunk.new.len()));
             continue;
         }
         let mut old = &chunk.old[..];
@@ -81,7 +82,7 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk]) -> Result<String, HunkErro
         }
         match found {
             Some(start) => {
-                replacements.push((start, old.len(), new));
+                replacements.push((start, old.len(), chunk, new.len()));
                 cursor = start + old.len();
             }
             None => {
@@ -94,10 +95,16 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk]) -> Result<String, HunkErro
     }
     let mut result: Vec<&str> = Vec::with_capacity(lines.len());
     let mut next = 0;
-    for (start, len, new) in replacements {
+    for (start, len, chunk, used) in replacements {
         // Hunks are found in order from the cursor, so they never overlap.
         result.extend_from_slice(&lines[next..start]);
-        result.extend(new.iter().map(String::as_str));
+        for (j, text) in chunk.new[..used].iter().enumerate() {
+            // A context line keeps the file's own text, which matched it perhaps loosely.
+            match chunk.kept.get(j).copied().flatten() {
+                Some(i) if i < len => result.push(lines[start + i]),
+                _ => result.push(text),
+            }
+        }
         next = start + len;
     }
     result.extend_from_slice(&lines[next..]);
@@ -137,11 +144,22 @@ fn seek(lines: &[&str], pattern: &[String], from: usize, at_end: bool) -> Option
 mod tests {
     use super::*;
 
+    /// A chunk whose context lines are the `new` lines also in `old`, in order.
     fn chunk(context: Option<&str>, old: &[&str], new: &[&str], eof: bool) -> Chunk {
+        let mut next_old = 0;
+        let kept = new
+            .iter()
+            .map(|line| {
+                let at = old[next_old..].iter().position(|o| o == line)? + next_old;
+                next_old = at + 1;
+                Some(at)
+            })
+            .collect();
         Chunk {
             context: context.map(str::to_owned),
             old: old.iter().map(|s| (*s).to_owned()).collect(),
             new: new.iter().map(|s| (*s).to_owned()).collect(),
+            kept,
             end_of_file: eof,
             line: 3,
         }
@@ -167,9 +185,10 @@ mod tests {
             &["alpha", "BETA", "gamma"],
             false,
         )];
+        // The unchanged context keeps the file's own text.
         assert_eq!(
             apply_chunks(file, &chunks).as_deref(),
-            Ok("alpha\nBETA\ngamma\n")
+            Ok("alpha  \nBETA\ngamma\n")
         );
     }
 

@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 
 const BEGIN: &str = "*** Begin Patch";
 const END: &str = "*** End Patch";
-const ADD: &str = "*** Add File: ";
-const DELETE: &str = "*** Delete File: ";
-const UPDATE: &str = "*** Update File: ";
-const MOVE_TO: &str = "*** Move to: ";
+const ADD: &str = "*** Add File:";
+const DELETE: &str = "*** Delete File:";
+const UPDATE: &str = "*** Update File:";
+const MOVE_TO: &str = "*** Move to:";
 const END_OF_FILE: &str = "*** End of File";
 
 /// A parsed patch: its operations in order.
@@ -70,6 +70,9 @@ pub struct Chunk {
     pub old: Vec<String>,
     /// Context and `+` lines: what replaces it.
     pub new: Vec<String>,
+    /// For each line of `new`, the line of `old` it is (a context line), so that applying
+    /// keeps the file's own text there when context matched loosely.
+    pub kept: Vec<Option<usize>>,
     /// `*** End of File` closed the hunk: it applies at the end of the file.
     pub end_of_file: bool,
     /// The patch line the hunk starts on, for messages.
@@ -119,7 +122,7 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
             i += 1;
             break;
         }
-        if let Some(path) = line.strip_prefix(ADD) {
+        if let Some(path) = after(line, ADD) {
             let path =
                 file_name(path).ok_or_else(|| error(i, "the file name is empty or holds a NUL"))?;
             i += 1;
@@ -135,18 +138,18 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
                 i += 1;
             }
             ops.push(PatchOp::Add { path, content });
-        } else if let Some(path) = line.strip_prefix(DELETE) {
+        } else if let Some(path) = after(line, DELETE) {
             let path =
                 file_name(path).ok_or_else(|| error(i, "the file name is empty or holds a NUL"))?;
             i += 1;
             ops.push(PatchOp::Delete { path });
-        } else if let Some(path) = line.strip_prefix(UPDATE) {
+        } else if let Some(path) = after(line, UPDATE) {
             let path =
                 file_name(path).ok_or_else(|| error(i, "the file name is empty or holds a NUL"))?;
             let update_line = i;
             i += 1;
             let mut move_to = None;
-            if let Some(to) = marker(i).strip_prefix(MOVE_TO) {
+            if let Some(to) = after(marker(i), MOVE_TO) {
                 move_to = Some(
                     file_name(to)
                         .ok_or_else(|| error(i, "the file name is empty or holds a NUL"))?,
@@ -181,6 +184,12 @@ pub fn parse(text: &str) -> Result<Patch, ParseError> {
         return Err(error(0, "the patch has no file operation"));
     }
     Ok(Patch { ops })
+}
+
+/// The rest of `line` after the marker `name` (`*** Add File:`), when it is that marker.
+fn after<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let rest = line.strip_prefix(name)?;
+    (rest.is_empty() || rest.starts_with(' ')).then_some(rest)
 }
 
 fn file_name(text: &str) -> Option<String> {
@@ -228,6 +237,7 @@ fn parse_chunks(
                 context: context.map(str::to_owned),
                 old: Vec::new(),
                 new: Vec::new(),
+                kept: Vec::new(),
                 end_of_file: false,
                 line: i + 1,
             });
@@ -239,21 +249,23 @@ fn parse_chunks(
             context: None,
             old: Vec::new(),
             new: Vec::new(),
+            kept: Vec::new(),
             end_of_file: false,
             line: i + 1,
         });
         match line.chars().next() {
             // An empty line is an empty context line: editors strip the lone space.
-            None => {
-                chunk.old.push(String::new());
-                chunk.new.push(String::new());
-            }
-            Some(' ') => {
-                chunk.old.push(line[1..].to_owned());
-                chunk.new.push(line[1..].to_owned());
+            None | Some(' ') => {
+                let text = line.get(1..).unwrap_or("");
+                chunk.kept.push(Some(chunk.old.len()));
+                chunk.old.push(text.to_owned());
+                chunk.new.push(text.to_owned());
             }
             Some('-') => chunk.old.push(line[1..].to_owned()),
-            Some('+') => chunk.new.push(line[1..].to_owned()),
+            Some('+') => {
+                chunk.kept.push(None);
+                chunk.new.push(line[1..].to_owned());
+            }
             Some(_) => {
                 return Err((
                     i,
@@ -298,6 +310,7 @@ mod tests {
                             context: Some("fn main() {".into()),
                             old: vec!["    old();".into(), "".into()],
                             new: vec!["    new();".into(), "".into()],
+                            kept: vec![None, Some(1)],
                             end_of_file: false,
                             line: 8,
                         },
@@ -305,6 +318,7 @@ mod tests {
                             context: None,
                             old: vec!["last".into()],
                             new: vec!["LAST".into()],
+                            kept: vec![None],
                             end_of_file: true,
                             line: 12,
                         },
