@@ -106,3 +106,58 @@ fn context_cli_bad_saved_state_is_one_line_exit_125() {
         "{err}"
     );
 }
+
+#[test]
+fn context_session_environment_projects_its_cwd_and_policy() {
+    use cordon::context::{ContextBuilder, EnvironmentStatus};
+    use cordon::exec::Sandbox;
+    use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
+    use cordon::session::{Session, SessionOptions};
+
+    let tree = Tree::new();
+    let overrides = Overrides {
+        writable: vec![tree.cwd.to_string_lossy().into_owned()],
+        ..Overrides::default()
+    };
+    let policy = PermissionProfile::load("read-only")
+        .expect("preset")
+        .with_overrides(&overrides)
+        .resolve(&ResolveContext::new(&tree.cwd).with_home(&tree.home))
+        .expect("resolve")
+        .policy;
+    let opts = SessionOptions::new(tree.root.join("sessions"), &tree.cwd)
+        .policy(policy)
+        .snapshots(false);
+    let session = Session::new(Sandbox::without_helper(), opts).expect("session");
+    let state = ContextBuilder::new()
+        .environment("b-remote", "/srv", EnvironmentStatus::Starting, None)
+        .session("a-local", &session, Some("bash"))
+        .date("2026-12-01")
+        .timezone("Etc/UTC")
+        .build();
+    assert_eq!(
+        state.render(),
+        format!(
+            "<environment_context>
+  <environments>
+    <environment id=\"a-local\" primary=\"true\">
+      <cwd>{cwd}</cwd>
+      <shell>bash</shell>
+    </environment>
+    <environment id=\"b-remote\" primary=\"false\">
+      <cwd>/srv</cwd>
+      <status>starting</status>
+    </environment>
+  </environments>
+  <current_date>2026-12-01</current_date>
+  <timezone>Etc/UTC</timezone>
+  <network mode=\"denied\" />
+  <filesystem mode=\"managed\">
+    <readable>/</readable>
+    <writable>{cwd}</writable>
+  </filesystem>
+</environment_context>",
+            cwd = tree.cwd.display()
+        )
+    );
+}

@@ -485,3 +485,97 @@ fn patch_cli_summary_denial_and_bad_input() {
     );
     assert!(tree.cwd.join("f.txt").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_relative_escape_is_judged_by_the_kernel() {
+    let tree = Tree::new();
+    std::fs::write(tree.cwd.join("inside.txt"), "in\n").expect("write");
+    let escaped = tree.outside.join("escaped.txt");
+    let patch = "*** Begin Patch\n*** Add File: sub/../../outside/escaped.txt\n+x\n*** End Patch\n";
+    let report = apply(&tree, patch, policy(&tree, &[])).await;
+    let failure = report.failure.as_ref().expect("denied");
+    assert_eq!(
+        failure.errno.as_deref(),
+        Some(outside_errno()),
+        "{}",
+        failure.message
+    );
+    assert_eq!(failure.path, escaped.to_string_lossy());
+    assert!(!escaped.exists());
+    assert!(
+        !tree.cwd.join("sub").exists(),
+        "no directory made on the way"
+    );
+    // The harmless counterpart: `..` that stays inside the root.
+    let patch =
+        "*** Begin Patch\n*** Update File: sub/../inside.txt\n@@\n-in\n+IN\n*** End Patch\n";
+    let report = apply(&tree, patch, policy(&tree, &[])).await;
+    assert!(report.applied(), "{:?}", report.failure);
+    assert_eq!(read(&tree.cwd.join("inside.txt")), "IN\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_read_only_carve_out_inside_the_root_is_refused() {
+    if !common::userns_available() {
+        eprintln!("SKIP patch_read_only_carve_out_inside_the_root_is_refused: no user namespaces, carve-outs are only reported");
+        return;
+    }
+    let tree = Tree::new();
+    let git = tree.cwd.join(".git");
+    std::fs::create_dir_all(git.join("hooks")).expect("mkdir");
+    std::fs::write(git.join("config"), "[core]\n").expect("write");
+    let patch = "*** Begin Patch
+*** Add File: ok.txt
++fine
+*** Add File: .git/hooks/post-checkout
++#!/bin/sh
+*** Update File: .git/config
+@@
+-[core]
++[core] hooksPath = /tmp
+*** End Patch
+";
+    let report = apply(&tree, patch, policy(&tree, &[])).await;
+    let failure = report.failure.as_ref().expect("refused");
+    assert_eq!(failure.index, 1);
+    assert_eq!(failure.errno.as_deref(), Some("EROFS"));
+    assert_eq!(
+        kinds(&report.changes),
+        vec![(
+            ChangeKind::Added,
+            tree.cwd.join("ok.txt").to_string_lossy().into_owned()
+        )]
+    );
+    assert_eq!(read(&tree.cwd.join("ok.txt")), "fine\n");
+    assert!(!git.join("hooks/post-checkout").exists());
+    assert_eq!(read(&git.join("config")), "[core]\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_refuses_fifos_and_devices_without_opening_them() {
+    let tree = Tree::new();
+    let fifo = tree.cwd.join("pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    for target in [fifo.to_string_lossy().into_owned(), "/dev/null".to_owned()] {
+        let patch =
+            format!("*** Begin Patch\n*** Update File: {target}\n@@\n-x\n+y\n*** End Patch\n");
+        let started = std::time::Instant::now();
+        let report = apply(&tree, &patch, policy(&tree, &[])).await;
+        let failure = report.failure.as_ref().expect("refused");
+        assert_eq!(
+            failure.errno.as_deref(),
+            Some("EINVAL"),
+            "{}",
+            failure.message
+        );
+        assert_eq!(
+            failure.message,
+            format!("cannot open '{target}': not a regular file (EINVAL)")
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+    let kind = std::fs::symlink_metadata(&fifo)
+        .expect("fifo kept")
+        .file_type();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&kind));
+}

@@ -42,7 +42,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use cordon_sandbox::SandboxPolicy;
+
 use crate::profile::Resolved;
+use crate::session::Session;
 
 pub use clock::{local_date, local_timezone, FALLBACK_TIMEZONE};
 pub use merge_patch::{apply_merge_patch, merge_patch};
@@ -144,13 +147,18 @@ impl FilesystemContext {
     /// The projection of a resolved profile: its roots when sandboxed, `disabled` for full
     /// access. Device allow-list entries are left out: they are plumbing, not places to work.
     pub fn from_resolved(resolved: &Resolved) -> FilesystemContext {
+        FilesystemContext::from_policy(resolved.policy.as_ref())
+    }
+
+    /// The projection of a resolved policy (`None`: full access).
+    pub fn from_policy(policy: Option<&SandboxPolicy>) -> FilesystemContext {
         let strings = |paths: &[std::path::PathBuf]| {
             paths
                 .iter()
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect::<Vec<_>>()
         };
-        match &resolved.policy {
+        match policy {
             None => FilesystemContext {
                 mode: FilesystemMode::Disabled,
                 readable: Vec::new(),
@@ -184,7 +192,12 @@ impl NetworkContext {
     /// The network part of a resolved profile (host lists empty: they come from a proxy's
     /// configuration, see [`NetworkContext::hosts`]).
     pub fn from_resolved(resolved: &Resolved) -> NetworkContext {
-        let mode = match &resolved.policy {
+        NetworkContext::from_policy(resolved.policy.as_ref())
+    }
+
+    /// The network part of a resolved policy (`None`: full access).
+    pub fn from_policy(policy: Option<&SandboxPolicy>) -> NetworkContext {
+        let mode = match policy {
             Some(policy) => policy.network.mode.name(),
             None => "full-access",
         };
@@ -273,6 +286,8 @@ struct EnvironmentEntry {
     cwd: String,
     status: EnvironmentStatus,
     shell: Option<String>,
+    /// The environment's policy, when the caller gave it (`Some(None)`: full access).
+    policy: Option<Option<SandboxPolicy>>,
 }
 
 /// Builds an [`EnvironmentContext`]: environments in the caller's selection order, the date
@@ -311,6 +326,7 @@ impl ContextBuilder {
                 EnvironmentStatus::Available => shell.map(str::to_owned),
                 EnvironmentStatus::Starting => None,
             },
+            policy: None,
         };
         match self.entries.iter_mut().find(|e| e.id == entry.id) {
             Some(existing)
@@ -320,6 +336,27 @@ impl ContextBuilder {
             None => self.entries.push(entry),
         }
         self
+    }
+
+    /// Adds a session as an available environment: its current cwd, and its policy, which
+    /// gives the filesystem and network parts when it is the primary and they are not set.
+    pub fn session(
+        self,
+        id: impl Into<String>,
+        session: &Session,
+        shell: Option<&str>,
+    ) -> ContextBuilder {
+        let id = id.into();
+        let mut builder = self.environment(
+            id.clone(),
+            session.cwd(),
+            EnvironmentStatus::Available,
+            shell,
+        );
+        if let Some(entry) = builder.entries.iter_mut().find(|e| e.id == id) {
+            entry.policy = Some(session.policy().cloned());
+        }
+        builder
     }
 
     /// Uses this date (`YYYY-MM-DD`) instead of today's.
@@ -346,13 +383,25 @@ impl ContextBuilder {
         self
     }
 
-    /// The state, with the date and timezone read now when not given.
+    /// The state, with the date and timezone read now when not given, and the filesystem and
+    /// network parts projected from the primary's policy when not given and it is known.
     pub fn build(self) -> EnvironmentContext {
-        let primary = self
+        let primary_entry = self
             .entries
             .iter()
-            .find(|e| e.status == EnvironmentStatus::Available)
-            .map(|e| e.id.clone());
+            .find(|e| e.status == EnvironmentStatus::Available);
+        let primary = primary_entry.map(|e| e.id.clone());
+        let primary_policy = primary_entry.and_then(|e| e.policy.clone());
+        let filesystem = self.filesystem.or_else(|| {
+            primary_policy
+                .as_ref()
+                .map(|p| FilesystemContext::from_policy(p.as_ref()))
+        });
+        let network = self.network.or_else(|| {
+            primary_policy
+                .as_ref()
+                .map(|p| NetworkContext::from_policy(p.as_ref()))
+        });
         let environments = self
             .entries
             .into_iter()
@@ -370,8 +419,8 @@ impl ContextBuilder {
             environments,
             current_date: self.date.unwrap_or_else(local_date),
             timezone: self.timezone.unwrap_or_else(local_timezone),
-            network: self.network,
-            filesystem: self.filesystem,
+            network,
+            filesystem,
         }
     }
 }

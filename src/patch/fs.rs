@@ -179,7 +179,26 @@ pub fn read_file(path: &Path) -> Result<Option<(Vec<u8>, u32)>, FsError> {
         Err(e) if e.errno == Errno::ENOENT => return Ok(None),
         Err(e) => return Err(e),
     };
-    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    // Opening a device or a FIFO can have effects of its own (a terminal becomes the
+    // controlling one, a tape rewinds), so the type is checked before the open, and again on
+    // the descriptor in case the name was swapped in between.
+    let before = fstatat(
+        Some(dir.as_raw_fd()),
+        name.as_os_str(),
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    );
+    match before.map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT) {
+        Ok(SFlag::S_IFREG) => {}
+        Ok(SFlag::S_IFLNK) => return Err(fail(step, path, Errno::ELOOP, SYMLINK)),
+        Ok(_) => return Err(fail(step, path, Errno::EINVAL, NOT_REGULAR)),
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(fail(step, path, e, None)),
+    }
+    let flags = OFlag::O_RDONLY
+        | OFlag::O_NOFOLLOW
+        | OFlag::O_NONBLOCK
+        | OFlag::O_NOCTTY
+        | OFlag::O_CLOEXEC;
     let fd = match openat(
         Some(dir.as_raw_fd()),
         name.as_os_str(),
@@ -247,21 +266,25 @@ pub fn create_file(path: &Path, content: &[u8]) -> Result<(), FsError> {
 pub fn replace_file(path: &Path, content: &[u8], mode: u32) -> Result<(), FsError> {
     let step = FsStep::Create;
     let (dir, name) = parent_dir(path, step, true)?;
-    let mut temp = OsString::from(".");
-    temp.push(&name);
-    temp.push(format!(".cordon-patch-{}", std::process::id()));
     let flags =
         OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     // The set-id bits are never carried over: the sandbox refuses them, and an edited
     // set-id program should not stay one silently.
     let mode = Mode::from_bits_truncate(mode & 0o1777);
-    let fd = openat(
-        Some(dir.as_raw_fd()),
-        temp.as_os_str(),
-        flags,
-        Mode::from_bits_truncate(0o600),
-    )
-    .map_err(|e| fail(step, path, e, None))?;
+    // O_EXCL: a name planted beside the file (a symlink, a FIFO) is never opened; a few
+    // other names are tried before giving up.
+    let mut attempt = 0u32;
+    let (temp, fd) = loop {
+        let mut temp = OsString::from(".");
+        temp.push(&name);
+        temp.push(format!(".cordon-patch-{}-{attempt}", std::process::id()));
+        let mode_new = Mode::from_bits_truncate(0o600);
+        match openat(Some(dir.as_raw_fd()), temp.as_os_str(), flags, mode_new) {
+            Ok(fd) => break (temp, fd),
+            Err(Errno::EEXIST) if attempt < 16 => attempt += 1,
+            Err(e) => return Err(fail(step, path, e, None)),
+        }
+    };
     let mut file = std::fs::File::from(owned(fd));
     let written = file
         .write_all(content)
