@@ -189,7 +189,10 @@ fn apply_ops(
             Ok(change) => emit(&AppliedLine::Applied { index, change }),
             Err((e, partial)) => {
                 if let Some(change) = partial {
-                    emit(&AppliedLine::Applied { index, change });
+                    emit(&AppliedLine::Applied {
+                        index,
+                        change: *change,
+                    });
                 }
                 return Err(fs_failure(index, &e));
             }
@@ -325,7 +328,7 @@ fn plan(ops: &[PatchOp], skip: usize, cwd: &Path) -> Result<Vec<(usize, Planned)
 
 /// Makes one planned change and describes it; on failure, also what it did change (a move
 /// whose source could not be removed has still written its destination).
-fn write(step: &Planned) -> Result<FileChange, (FsError, Option<FileChange>)> {
+fn write(step: &Planned) -> Result<FileChange, (FsError, Option<Box<FileChange>>)> {
     let alone = |e| (e, None);
     Ok(match step {
         Planned::Add {
@@ -366,7 +369,7 @@ fn write(step: &Planned) -> Result<FileChange, (FsError, Option<FileChange>)> {
                     move_to: None,
                     diff: unified_diff("/dev/null", &format!("b/{to_shown}"), "", new),
                 };
-                return Err((e, Some(written)));
+                return Err((e, Some(Box::new(written))));
             }
             FileChange {
                 path: fs::display(path),
