@@ -8,13 +8,15 @@ use std::time::Duration;
 
 use cordon_sandbox::SandboxPolicy;
 
-use super::applier::{read_report, AppliedLine, FileChange, PatchFailure, APPLY_PATCH_ARG};
+use super::applier::{
+    read_report, AppliedLine, FileChange, PatchFailure, APPLY_PATCH_ARG, MAX_PATCH_BYTES,
+};
 use super::parse::{parse, ParseError};
 use crate::exec::{EnvPolicy, ExecRequest, Outcome};
 use crate::orchestrator::{Approver, OrchestratedRun, Orchestrator};
 
 /// What the report of the applier may hold: a diff per file, for patches of source files.
-const REPORT_LIMIT: usize = 256 * 1024 * 1024;
+const REPORT_LIMIT: usize = 64 * 1024 * 1024;
 
 /// The name approvals and denial reports show for the applier.
 pub const APPLY_PATCH_COMMAND: &str = "apply_patch";
@@ -25,6 +27,9 @@ pub enum PatchError {
     /// The patch is malformed; nothing was touched.
     #[error(transparent)]
     Parse(#[from] ParseError),
+    /// The patch is larger than the applier reads.
+    #[error("the patch is {0} bytes, more than the {MAX_PATCH_BYTES} the applier reads")]
+    TooLarge(usize),
     /// No applier binary was found.
     #[error("cannot find the cordon binary to apply patches with: set {APPLIER_ENV} to its path")]
     NoApplier,
@@ -135,6 +140,9 @@ impl PatchRuntime {
         request: &PatchRequest,
         approver: &A,
     ) -> Result<PatchReport, PatchError> {
+        if request.patch.len() as u64 > MAX_PATCH_BYTES {
+            return Err(PatchError::TooLarge(request.patch.len()));
+        }
         let patch = parse(&request.patch)?;
         let total = patch.ops.len();
         let applier = self.applier.clone();
@@ -186,11 +194,21 @@ fn applier_argv(applier: &std::path::Path, skip: usize) -> Vec<std::ffi::OsStrin
     ]
 }
 
-/// Where a retry starts: at the failed operation.
+/// Where a retry starts: at the failed operation, else after the last one applied (an
+/// attempt stopped without saying why), else at the start.
 fn resume_at(report: &[AppliedLine]) -> Option<usize> {
-    report.iter().find_map(|line| match line {
+    let failed = report.iter().find_map(|line| match line {
         AppliedLine::Failed(f) => Some(f.index),
         AppliedLine::Applied { .. } => None,
+    });
+    failed.or_else(|| {
+        report
+            .iter()
+            .filter_map(|line| match line {
+                AppliedLine::Applied { index, .. } => Some(index + 1),
+                AppliedLine::Failed(_) => None,
+            })
+            .max()
     })
 }
 
@@ -200,5 +218,40 @@ fn outcome_text(result: &crate::exec::ExecResult<crate::classify::Denial>) -> St
         Outcome::ExecError { message, .. } => message.clone(),
         Outcome::Rejected { reason } => reason.clone(),
         other => format!("exit code {}", other.exit_code()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(index: usize) -> AppliedLine {
+        AppliedLine::Applied {
+            index,
+            change: FileChange {
+                path: "/w/f".into(),
+                kind: super::super::ChangeKind::Modified,
+                move_to: None,
+                diff: String::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn patch_retry_resumes_at_the_refused_operation() {
+        let failed = AppliedLine::Failed(PatchFailure {
+            index: 2,
+            path: "/x".into(),
+            errno: Some("EACCES".into()),
+            message: String::new(),
+        });
+        // A move that wrote its destination reports it under the failing index.
+        assert_eq!(
+            resume_at(&[applied(0), applied(1), applied(2), failed]),
+            Some(2)
+        );
+        // Stopped without a word (killed): after the last one applied.
+        assert_eq!(resume_at(&[applied(0), applied(1)]), Some(2));
+        assert_eq!(resume_at(&[]), None);
     }
 }
