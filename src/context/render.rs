@@ -203,7 +203,9 @@ fn element(depth: usize, name: &str, text: &str) -> String {
 }
 
 /// XML-escapes all five special characters, so a value is safe as text and in either kind of
-/// quoted attribute.
+/// quoted attribute. Line breaks and tabs become character references, so a value (a
+/// directory a command named) cannot start a line of its own in the block; other control
+/// characters, which XML cannot carry at all, become U+FFFD.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -213,6 +215,10 @@ pub(crate) fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#xA;"),
+            '\r' => out.push_str("&#xD;"),
+            '\t' => out.push_str("&#x9;"),
+            c if c.is_control() => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }
