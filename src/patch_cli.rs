@@ -6,8 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, Context};
 
-use cordon::classify::Denial;
-use cordon::exec::{Outcome, Sandbox};
+use cordon::exec::Sandbox;
 use cordon::orchestrator::{ApprovalRequest, Approver, Decision, Orchestrator};
 use cordon::patch::{ChangeKind, PatchRequest, PatchRuntime, APPLIER_ENV};
 use cordon::profile::{PermissionProfile, ResolveContext};
@@ -79,18 +78,8 @@ pub fn run(args: PatchArgs) -> anyhow::Result<ExitCode> {
     let orchestrator = Orchestrator::new(sandbox);
     let report = runtime.block_on(patch_runtime.apply(&orchestrator, &request, &NoApprover))?;
     let last = report.run.last();
-    let denials: &[Denial] = match &last.outcome {
-        Outcome::Denied { denials, .. } => denials,
-        _ => &[],
-    };
     if args.json {
-        let object = serde_json::json!({
-            "applied": report.applied(),
-            "changes": report.changes,
-            "failure": report.failure,
-            "denials": denials,
-        });
-        println!("{object}");
+        println!("{}", report.to_json());
     } else {
         for change in &report.changes {
             match (change.kind, &change.move_to) {

@@ -147,6 +147,34 @@ impl UserShellRequest {
     }
 }
 
+/// The parameters of a `user_shell` request as a server receives them (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserShellParams {
+    /// The caller's id for the command.
+    pub call_id: String,
+    /// The command as the person typed it.
+    pub command: String,
+    /// Where it runs (absolute).
+    pub cwd: PathBuf,
+    /// The shell; absent for the person's own.
+    #[serde(default)]
+    pub shell: Option<PathBuf>,
+    /// Timeout in milliseconds; absent for the runtime's default.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+impl UserShellParams {
+    /// The request these parameters describe (the cancellation token is the server's to keep).
+    pub fn into_request(self) -> UserShellRequest {
+        let mut request = UserShellRequest::new(self.call_id, self.command, self.cwd);
+        request.shell = self.shell;
+        request.timeout = self.timeout_ms.map(Duration::from_millis);
+        request
+    }
+}
+
 /// How a user-shell command ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UserShellEnd {
@@ -536,6 +564,30 @@ mod tests {
         let text = "ééééé"; // 10 bytes
         let cut = truncate_middle(text, 5);
         assert_eq!(cut, "é\n[... cordon: 6 bytes elided ...]\né");
+    }
+
+    #[test]
+    fn user_shell_params_from_json() {
+        let params: UserShellParams = serde_json::from_str(
+            r#"{"call_id":"c","command":"ls","cwd":"/w","shell":"/bin/zsh","timeout_ms":1500}"#,
+        )
+        .expect("params");
+        let request = params.into_request();
+        assert_eq!(
+            (
+                request.call_id.as_str(),
+                request.command.as_str(),
+                request.cwd.as_path()
+            ),
+            ("c", "ls", Path::new("/w"))
+        );
+        assert_eq!(request.shell.as_deref(), Some(Path::new("/bin/zsh")));
+        assert_eq!(request.timeout, Some(Duration::from_millis(1500)));
+        assert!(!request.env.drop_secrets);
+        assert!(serde_json::from_str::<UserShellParams>(
+            r#"{"call_id":"c","command":"ls","cwd":"/w","x":1}"#
+        )
+        .is_err());
     }
 
     #[test]

@@ -48,5 +48,6 @@ pub use applier::{
 pub use apply::{apply_chunks, HunkError};
 pub use parse::{parse, Chunk, ParseError, Patch, PatchOp};
 pub use runtime::{
-    PatchError, PatchReport, PatchRequest, PatchRuntime, APPLIER_ENV, APPLY_PATCH_COMMAND,
+    ApplyPatchParams, PatchError, PatchReport, PatchRequest, PatchRuntime, APPLIER_ENV,
+    APPLY_PATCH_COMMAND,
 };

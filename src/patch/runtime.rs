@@ -67,6 +67,47 @@ impl PatchRequest {
     }
 }
 
+/// The parameters of an `apply_patch` request as a server receives them (JSON); the server
+/// supplies the policy (the session's).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyPatchParams {
+    /// The patch text.
+    pub patch: String,
+    /// The directory relative paths are taken from.
+    pub cwd: PathBuf,
+    /// Timeout in milliseconds; absent for the runtime's default.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+impl ApplyPatchParams {
+    /// The request, under `policy`.
+    pub fn into_request(self, policy: Option<SandboxPolicy>) -> PatchRequest {
+        PatchRequest {
+            timeout: self.timeout_ms.map(Duration::from_millis),
+            ..PatchRequest::new(self.patch, self.cwd, policy)
+        }
+    }
+}
+
+impl PatchReport {
+    /// The report as a server answers it: whether everything applied, the changes, the
+    /// failure, and the last attempt's denials.
+    pub fn to_json(&self) -> serde_json::Value {
+        let denials = match &self.run.last().outcome {
+            Outcome::Denied { denials, .. } => denials.clone(),
+            _ => Vec::new(),
+        };
+        serde_json::json!({
+            "applied": self.applied(),
+            "changes": self.changes,
+            "failure": self.failure,
+            "denials": denials,
+        })
+    }
+}
+
 /// Everything a patch did, over every attempt.
 #[derive(Debug, Clone)]
 pub struct PatchReport {
@@ -235,6 +276,21 @@ mod tests {
                 diff: String::new(),
             },
         }
+    }
+
+    #[test]
+    fn patch_params_from_json() {
+        let params: ApplyPatchParams =
+            serde_json::from_str(r#"{"patch":"*** Begin Patch","cwd":"/w","timeout_ms":20}"#)
+                .expect("params");
+        let request = params.into_request(None);
+        assert_eq!(request.patch, "*** Begin Patch");
+        assert_eq!(request.cwd, PathBuf::from("/w"));
+        assert_eq!(request.timeout, Some(Duration::from_millis(20)));
+        assert!(
+            serde_json::from_str::<ApplyPatchParams>(r#"{"patch":"","cwd":"/w","policy":{}}"#)
+                .is_err()
+        );
     }
 
     #[test]
