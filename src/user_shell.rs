@@ -413,7 +413,7 @@ fn is_executable_file(path: &Path) -> bool {
 
 /// The end event of a finished run.
 fn end_of(call_id: String, result: &ExecResult) -> UserShellEnd {
-    let mut stdout = result.stdout.text();
+    let stdout = result.stdout.text();
     let mut stderr = result.stderr.text();
     let mut aggregated = result.output.text();
     let not_run = |text: String| (EXIT_NOT_RUN, text);
@@ -432,9 +432,7 @@ fn end_of(call_id: String, result: &ExecResult) -> UserShellEnd {
         other => (other.exit_code(), String::new()),
     };
     if !extra.is_empty() {
-        if exit_code == EXIT_NOT_RUN && !matches!(result.outcome, Outcome::Cancelled) {
-            stdout.clear();
-        }
+        // After whatever the command printed before it was stopped.
         for text in [&mut stderr, &mut aggregated] {
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
