@@ -56,7 +56,8 @@ async fn user_shell_login_shell_events_in_order_and_nonzero_exit_is_a_normal_end
         "export FROM_PROFILE=login\n",
     )
     .expect("write");
-    let command = "shopt -q login_shell && echo \"$FROM_PROFILE\"; sleep 0.2; echo oops >&2; exit 3";
+    let command =
+        "shopt -q login_shell && echo \"$FROM_PROFILE\"; sleep 0.2; echo oops >&2; exit 3";
     let (events, end) = run(&UserShell::new(), request(&tree, "c-1", command)).await;
     match events.first() {
         Some(UserShellEvent::Begin {
