@@ -53,6 +53,8 @@ pub fn run(args: ShellArgs) -> anyhow::Result<ExitCode> {
     };
     let mut request = UserShellRequest::new("cli", args.script.clone(), cwd);
     request.shell = args.shell.clone();
+    // The person's own command reads the person's own stdin (`cordon shell -c 'wc -l' < f`).
+    request.stdin = cordon::exec::StdinSource::Inherit;
     // A year: the person decides when to stop their own command.
     request.timeout = Some(args.timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
     let mut runner = UserShell::new();

@@ -43,7 +43,9 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::exec::{EnvPolicy, ExecEvent, ExecRequest, ExecResult, Outcome, Sandbox, StreamKind};
+use crate::exec::{
+    EnvPolicy, ExecEvent, ExecRequest, ExecResult, Outcome, Sandbox, StdinSource, StreamKind,
+};
 use crate::session::wrap_with_snapshot;
 use crate::snapshot::{detect_shell, RewriteOptions, ShellError, SnapshotRef, PROXY_VARS};
 
@@ -98,6 +100,8 @@ pub struct UserShellRequest {
     pub output_limit: Option<usize>,
     /// Cancels the run: the process group is killed.
     pub cancel: CancellationToken,
+    /// Standard input (`/dev/null` unless set: an agent's UI has no terminal to give).
+    pub stdin: StdinSource,
 }
 
 impl UserShellRequest {
@@ -119,6 +123,7 @@ impl UserShellRequest {
             timeout: None,
             output_limit: None,
             cancel: CancellationToken::new(),
+            stdin: StdinSource::Null,
         }
     }
 
@@ -301,6 +306,7 @@ impl UserShell {
             .cancel_token(request.cancel.clone());
         exec.timeout = request.timeout;
         exec.output_limit = request.output_limit;
+        exec.stdin = request.stdin.clone();
         if let Some((snapshot, content)) = &self.snapshot {
             let mut rw = RewriteOptions::new(snapshot.clone());
             rw.keep_overrides(exec.env.set.keys());
