@@ -32,13 +32,16 @@
 //! ```
 
 pub mod classify;
+pub mod context;
 pub mod doctor;
 pub mod exec;
 pub mod helper;
 pub mod orchestrator;
+pub mod patch;
 mod path_walk;
 pub mod profile;
 pub mod session;
 pub mod snapshot;
+pub mod user_shell;
 
 pub use cordon_sandbox as sandbox;

@@ -18,8 +18,11 @@ use cordon::helper::SELF_HELPER_ARG;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::{Enforcement, NetworkMode};
 
+mod context_cli;
 mod doctor_cli;
+mod patch_cli;
 mod report;
+mod shell_cli;
 mod snapshot_cli;
 mod terminal;
 mod units;
@@ -54,6 +57,14 @@ enum Command {
     /// Show what this kernel lets cordon enforce, feature by feature and preset by preset
     /// (exit 0 when the default preset is enforced in full, 1 otherwise).
     Doctor(doctor_cli::DoctorArgs),
+    /// Print the environment context an agent shows its model (`--since FILE`: only what
+    /// changed since a state saved with `--json`).
+    Context(context_cli::ContextArgs),
+    /// Run the person's own command in their login shell with full access, on purpose
+    /// unsandboxed (what a `!command` in an agent's UI runs).
+    Shell(shell_cli::ShellArgs),
+    /// Apply a patch (`*** Begin Patch` ... `*** End Patch`, on stdin) inside the sandbox.
+    Patch(patch_cli::PatchArgs),
 }
 
 #[derive(clap::Args)]
@@ -143,6 +154,10 @@ fn main() -> ExitCode {
         return exit_code(cordon::sandbox::main_with_args(args.skip(1)));
     }
 
+    if std::env::args_os().nth(1).as_deref() == Some(OsStr::new(cordon::patch::APPLY_PATCH_ARG)) {
+        // Run inside the sandbox by the patch runtime; no CLI parsing, no logging.
+        return exit_code(cordon::patch::applier_main(std::env::args_os().skip(2)));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -187,6 +202,27 @@ fn main() -> ExitCode {
             }
         }
         Command::Doctor(args) => match doctor_cli::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("cordon: {}", one_line(&e));
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
+        Command::Context(args) => match context_cli::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("cordon: {}", one_line(&e));
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
+        Command::Patch(args) => match patch_cli::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("cordon: {}", one_line(&e));
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
+        Command::Shell(args) => match shell_cli::run(args) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("cordon: {}", one_line(&e));

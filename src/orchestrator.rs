@@ -114,7 +114,20 @@ impl Orchestrator {
     /// Runs `request`; on `Denied` asks `approver` (or the cache) and runs a second attempt if
     /// allowed.
     pub async fn run<A: Approver>(&self, request: ExecRequest, approver: &A) -> OrchestratedRun {
-        let retry_template = request.clone();
+        self.run_adjusting(request, approver, |_, _| {}).await
+    }
+
+    /// [`Orchestrator::run`], with `adjust` given the first attempt and the retry request
+    /// before the retry runs: a caller whose first attempt had effects the retry must not
+    /// repeat (the patch runtime skips the files already changed) changes the request there.
+    /// The approver still decides on the first attempt's denials alone.
+    pub async fn run_adjusting<A: Approver>(
+        &self,
+        request: ExecRequest,
+        approver: &A,
+        adjust: impl FnOnce(&ExecResult<Denial>, &mut ExecRequest),
+    ) -> OrchestratedRun {
+        let mut retry_template = request.clone();
         let first = classify_result(self.attempt(request).await);
         let (Outcome::Denied { denials, .. }, Some(policy)) = (&first.outcome, &first.policy)
         else {
@@ -144,6 +157,9 @@ impl Orchestrator {
                 decision
             }
         };
+        if decision != Decision::Deny {
+            adjust(&first, &mut retry_template);
+        }
         let second = match &decision {
             Decision::Deny => None,
             Decision::RetryWith(wider) => {
