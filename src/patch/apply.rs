@@ -67,6 +67,9 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk]) -> Result<String, HunkErro
                 lines.len()
             };
             replacements.push((at, 0, chunk, chunk.new.len()));
+            // Hunks come in file order: nothing after an insertion at the end can match before
+            // it (found by fuzzing: a later hunk matched above it and the splice went backwards).
+            cursor = at;
             continue;
         }
         let mut old = &chunk.old[..];
@@ -234,5 +237,25 @@ mod tests {
             apply_chunks("a", &[chunk(None, &["a"], &["b"], false)]).as_deref(),
             Ok("b\n")
         );
+    }
+}
+
+#[cfg(test)]
+mod fuzz_regressions {
+    use super::*;
+    use crate::patch::parse;
+
+    /// A pure insertion at the end followed by a hunk whose lines come earlier in the file is
+    /// an error (hunks are in file order), not a splice that runs backwards.
+    #[test]
+    fn an_insertion_at_the_end_then_an_earlier_hunk_is_an_error() {
+        let patch = parse(
+            "*** Begin Patch\n*** Update File: f\n@@\n+appended\n@@\n-first\n+changed\n*** End Patch\n",
+        )
+        .expect("parses");
+        let crate::patch::PatchOp::Update { chunks, .. } = &patch.ops[0] else {
+            panic!("an update");
+        };
+        assert!(apply_chunks("first\nsecond\n", chunks).is_err());
     }
 }
