@@ -65,6 +65,14 @@ enum Command {
     Shell(shell_cli::ShellArgs),
     /// Apply a patch (`*** Begin Patch` ... `*** End Patch`, on stdin) inside the sandbox.
     Patch(patch_cli::PatchArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) on stdout: `cordon man | man -l -`.
+    Man,
 }
 
 #[derive(clap::Args)]
@@ -236,6 +244,21 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_CORDON)
             }
         },
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "cordon", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("cordon: cannot write the manual page: {e}");
+                    ExitCode::from(EXIT_CORDON)
+                }
+            }
+        }
     }
 }
 

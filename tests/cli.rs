@@ -566,3 +566,38 @@ fn full_access_print_policy_says_that_nothing_is_confined() {
         .unwrap()
         .contains("without the helper"));
 }
+
+#[test]
+fn completions_load_in_their_shells_and_the_man_page_renders() {
+    let tree = Tree::new();
+    let bash = tree
+        .cordon()
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert_eq!(bash.status.code(), Some(0));
+    let script = tree.root.join("cordon.bash");
+    fs::write(&script, &bash.stdout).unwrap();
+    // bash itself loads it and registers the completion for `cordon`.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source {} && complete -p cordon", script.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("cordon"), "{}", stdout(&out));
+    assert!(stdout(&bash).contains("--profile"));
+    let zsh = tree.cordon().args(["completions", "zsh"]).output().unwrap();
+    assert!(stdout(&zsh).starts_with("#compdef cordon"));
+    let fish = tree
+        .cordon()
+        .args(["completions", "fish"])
+        .output()
+        .unwrap();
+    assert!(stdout(&fish).contains("complete -c cordon"));
+    let man = tree.cordon().arg("man").output().unwrap();
+    assert_eq!(man.status.code(), Some(0));
+    let page = stdout(&man);
+    assert!(page.contains(".TH cordon 1"), "{page}");
+    assert!(page.contains("doctor"));
+}
