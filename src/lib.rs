@@ -35,6 +35,7 @@ pub mod classify;
 pub mod doctor;
 pub mod exec;
 pub mod helper;
+pub mod network;
 pub mod orchestrator;
 mod path_walk;
 pub mod profile;

@@ -77,6 +77,14 @@ struct RunArgs {
     /// Let the command reach unix sockets outside the sandbox.
     #[arg(long)]
     allow_unix_sockets: bool,
+    /// Let the command reach HOST (or `*.DOMAIN`, every subdomain), at any port or at PORT,
+    /// through cordon's proxy (repeatable; implies `--network proxy`).
+    #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
+    allow_domains: Vec<String>,
+    /// Let the command reach the service on the host's loopback at PORT, at the same port on
+    /// its own 127.0.0.1 and ::1 (repeatable; needs `--network loopback` or `proxy`).
+    #[arg(long = "allow-host-port", value_name = "PORT")]
+    allow_host_ports: Vec<u16>,
     /// Print the resolved policy as one line of JSON and exit without running anything.
     #[arg(long)]
     print_policy: bool,
@@ -110,6 +118,9 @@ enum NetworkArg {
     Denied,
     /// A private network with only the loopback interface (needs user namespaces).
     Loopback,
+    /// A private network whose only way out is cordon's filtering proxy (needs user
+    /// namespaces); hosts from `--allow-domain` and the profile's `network.allow`.
+    Proxy,
     Enabled,
 }
 
@@ -245,12 +256,17 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     let overrides = Overrides {
         writable: absolute_entries(&cwd, &args.writable),
         readable: absolute_entries(&cwd, &args.readable),
-        network: args.network.map(|n| match n {
-            NetworkArg::Denied => NetworkMode::Denied,
-            NetworkArg::Loopback => NetworkMode::Loopback,
-            NetworkArg::Enabled => NetworkMode::Enabled,
-        }),
+        network: match args.network {
+            Some(NetworkArg::Denied) => Some(NetworkMode::Denied),
+            Some(NetworkArg::Loopback) => Some(NetworkMode::Loopback),
+            Some(NetworkArg::Proxy) => Some(NetworkMode::Proxy),
+            Some(NetworkArg::Enabled) => Some(NetworkMode::Enabled),
+            None if !args.allow_domains.is_empty() => Some(NetworkMode::Proxy),
+            None => None,
+        },
         allow_unix_sockets: args.allow_unix_sockets,
+        allow_domains: args.allow_domains.clone(),
+        host_ports: args.allow_host_ports.clone(),
     };
     let resolved = profile
         .with_overrides(&overrides)
@@ -317,6 +333,10 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     if let Some(limit) = args.output_limit {
         request = request.output_limit(limit);
     }
+    let resolver = cordon::network::Resolver::from_env().with_context(|| {
+        format!("cannot read {}", cordon::network::HOSTS_FILE_ENV)
+    })?;
+    request = request.network_resolver(resolver);
     let snapshot = use_cached_snapshot(&mut request, !args.no_snapshot);
     Ok(Prepared::Run(Box::new(request), snapshot))
 }

@@ -125,6 +125,10 @@ struct Rules {
     unix_sockets: UnixSockets,
     tcp_connect: Option<Vec<u16>>,
     tcp_bind: Option<Vec<u16>>,
+    /// `network.allow`, `network.deny`, `network.host_ports` (proxy and loopback modes).
+    allow: Vec<String>,
+    deny: Vec<String>,
+    host_ports: Vec<u16>,
     enforcement: EnforcementPolicy,
 }
 
@@ -142,6 +146,9 @@ impl Rules {
             unix_sockets: UnixSockets::Deny,
             tcp_connect: None,
             tcp_bind: None,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            host_ports: Vec::new(),
             enforcement: EnforcementPolicy::STRICT,
         }
     }
@@ -184,6 +191,15 @@ struct NetworkSection {
     unix_sockets: Option<UnixSockets>,
     tcp_connect: Option<Vec<u16>>,
     tcp_bind: Option<Vec<u16>>,
+    /// Hosts the proxy lets through (`mode = "proxy"`); added to the preset's.
+    #[serde(default)]
+    allow: Vec<String>,
+    /// Hosts the proxy refuses whatever `allow` says.
+    #[serde(default)]
+    deny: Vec<String>,
+    /// Ports of host-loopback services the command may reach (`loopback`, `proxy`).
+    #[serde(default)]
+    host_ports: Vec<u16>,
 }
 
 /// Why a profile could not be loaded or resolved. Messages are one line and name the problem.
@@ -441,6 +457,10 @@ pub struct Overrides {
     pub network: Option<NetworkMode>,
     /// `--allow-unix-sockets`.
     pub allow_unix_sockets: bool,
+    /// `--allow-domain HOST[:PORT]`: added to `network.allow`.
+    pub allow_domains: Vec<String>,
+    /// `--allow-host-port PORT`: added to `network.host_ports`.
+    pub host_ports: Vec<u16>,
 }
 
 impl PermissionProfile {
@@ -533,6 +553,9 @@ impl PermissionProfile {
                 || n.unix_sockets.is_some()
                 || n.tcp_connect.is_some()
                 || n.tcp_bind.is_some()
+                || !n.allow.is_empty()
+                || !n.deny.is_empty()
+                || !n.host_ports.is_empty()
                 || file.enforcement.is_some();
             if sets_sandbox_keys {
                 return Err(ProfileError::ExtendsFullAccess(origin.to_owned()));
@@ -582,6 +605,9 @@ impl PermissionProfile {
         if file.network.tcp_bind.is_some() {
             rules.tcp_bind = file.network.tcp_bind;
         }
+        rules.allow.extend(file.network.allow);
+        rules.deny.extend(file.network.deny);
+        rules.host_ports.extend(file.network.host_ports);
         if let Some(e) = file.enforcement {
             rules.enforcement = EnforcementPolicy {
                 missing_layer: e,
@@ -609,6 +635,12 @@ impl PermissionProfile {
             }
             if overrides.allow_unix_sockets {
                 rules.unix_sockets = UnixSockets::Allow;
+            }
+            rules.allow.extend(overrides.allow_domains.iter().cloned());
+            for port in &overrides.host_ports {
+                if !rules.host_ports.contains(port) {
+                    rules.host_ports.push(*port);
+                }
             }
         }
         self
@@ -769,6 +801,9 @@ impl PermissionProfile {
                 unix_sockets: rules.unix_sockets,
                 tcp_connect: rules.tcp_connect.clone(),
                 tcp_bind: rules.tcp_bind.clone(),
+                allow: rules.allow.clone(),
+                deny: rules.deny.clone(),
+                host_ports: rules.host_ports.clone(),
             },
             enforcement: rules.enforcement,
             markers: None,

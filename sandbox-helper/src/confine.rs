@@ -22,7 +22,7 @@ use seccompiler::BpfProgram;
 use crate::error::SetupError;
 use crate::namespaces::{self, userns};
 use crate::policy::{Enforcement, NetworkMode, SandboxPolicy};
-use crate::status::{write_record, ConfinementReceipt, Downgrade, Layer, StatusRecord};
+use crate::status::{self, write_record, ConfinementReceipt, Downgrade, Layer, StatusRecord};
 use crate::{landlock_rules, process, syscall_rules};
 
 /// Exit code when the sandbox could not be built (or the arguments were bad).
@@ -275,16 +275,30 @@ impl Env {
             _ => Vec::new(),
         };
         if let Err(missing) = &userns {
-            if policy.network.mode == NetworkMode::Loopback {
+            if policy.network.mode.is_private() {
+                // Denied is the only mode left that confines as much: no host port, no proxy,
+                // nothing reached that a private namespace would have kept out.
                 layer_downgrades.push(Downgrade {
-                    restriction: "network_loopback".into(),
+                    restriction: format!("network_{}", policy.network.mode.name()),
                     reason: format!(
-                        "a private loopback network needs a network namespace: {}; under enforcement = \"report\" the network is denied instead",
+                        "a private {} network needs a network namespace: {}; under enforcement = \"report\" the network is denied instead",
+                        policy.network.mode.name(),
                         missing.reason
                     ),
                 });
                 policy.network.mode = NetworkMode::Denied;
+                policy.network.allow.clear();
+                policy.network.deny.clear();
+                policy.network.host_ports.clear();
             }
+        }
+        if status.is_none() && !namespaces::net::Listeners::of(&policy).is_empty() {
+            // The proxy and the host ports are served by the parent through sockets handed over
+            // on the status socket; without one, connections would wait forever.
+            return Err(SetupError::Arguments(format!(
+                "network.mode = \"{}\" with a proxy or host ports needs --status-fd (a unix socket to the parent that serves them)",
+                policy.network.mode.name()
+            )));
         }
         refuse_if_required(policy.enforcement.missing_layer, &layer_downgrades)?;
         let namespaces = userns.is_ok().then(|| namespaces::Plan::new(&policy));
@@ -377,6 +391,16 @@ impl Env {
             Some(plan) => namespaces::enter(plan, self.parent)?,
             None => namespaces::Entered::default(),
         };
+        // Right after the namespace step made them, before anything of the command runs: the
+        // parent serves the proxy and host ports on these listeners. Their close-on-exec flag
+        // keeps them from the command.
+        for (tag, fds) in std::mem::take(&mut entered.listeners) {
+            let status = self.status_fd().ok_or_else(|| {
+                SetupError::Arguments("listeners need --status-fd".into())
+            })?;
+            let borrowed: Vec<_> = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
+            status::send_fds(status, &tag, &borrowed).map_err(SetupError::Status)?;
+        }
         // Before no_new_privs and Landlock: dropping the bounding set needs CAP_SETPCAP.
         process::drop_capabilities()?;
         // Before Landlock and seccomp, which require it without CAP_SYS_ADMIN; also stops
@@ -473,6 +497,8 @@ pub fn report(status: Option<BorrowedFd<'_>>, record: &StatusRecord) -> io::Resu
             }
         }
         StatusRecord::SetupError { message, .. } => eprintln!("cordon-sandbox: {message}"),
+        // Descriptors need a status socket; without one there is nobody to hand them to.
+        StatusRecord::Fds { .. } => {}
         StatusRecord::ExecError {
             program, message, ..
         } => eprintln!("cordon-sandbox: {program}: {message}"),

@@ -18,7 +18,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::SetupError;
-use crate::policy::{NetworkMode, SandboxPolicy};
+use crate::policy::SandboxPolicy;
 use crate::process;
 use crate::status::{Downgrade, Layer};
 
@@ -35,6 +35,8 @@ pub struct Plan {
     gid: libc::gid_t,
     /// A private network namespace with `lo` up.
     pub loopback: bool,
+    /// Listening sockets opened in that namespace for the parent (proxy, host ports).
+    pub listeners: net::Listeners,
     /// The mount view.
     pub view: ViewPlan,
 }
@@ -55,7 +57,8 @@ impl Plan {
             uid: unsafe { libc::geteuid() },
             // SAFETY: as above.
             gid: unsafe { libc::getegid() },
-            loopback: policy.network.mode == NetworkMode::Loopback,
+            loopback: policy.network.mode.is_private(),
+            listeners: net::Listeners::of(policy),
             view: ViewPlan {
                 write: fs.write.clone(),
                 read_only: fs.read_only.clone(),
@@ -112,6 +115,8 @@ pub struct Entered {
     pub downgrades: Vec<Downgrade>,
     /// Placeholders made for `read_only` paths that did not exist.
     pub placeholders: Vec<PathBuf>,
+    /// Listening sockets in the private network namespace, by tag, for the parent.
+    pub listeners: Vec<(String, Vec<std::os::fd::OwnedFd>)>,
 }
 
 /// The step: placeholders, user namespace, pid namespace, the monitor and init processes, then
@@ -173,6 +178,10 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
     if plan.loopback {
         net::loopback_up()?;
     }
+    // In the init, before the command exists: a connection the command makes at once waits in
+    // the backlog until the parent accepts it. The init closes its copies when it starts
+    // waiting; the command's process sends them on and loses them at execve.
+    let listeners = plan.listeners.open()?;
     let command = init::fork_group_leader("fork the command")?;
     if command != 0 {
         init::run_init(command, link);
@@ -190,6 +199,7 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
         layers,
         downgrades,
         placeholders: placeholder_paths,
+        listeners,
     })
 }
 

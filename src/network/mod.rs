@@ -1,0 +1,237 @@
+//! The managed network of `network.mode = "proxy"` and the host ports of `loopback`/`proxy`.
+//!
+//! The helper opens the listening sockets inside the command's private network namespace
+//! (127.0.0.1 and ::1, port [`PROXY_PORT`] for the proxy, each host port at its own number)
+//! and hands them to this process over the status socket. This process accepts on them and
+//! connects out from the host's namespace: no bridge process sits in between, so there is
+//! nothing to die, and when this process stops serving (the run is over, or it died) a
+//! connection inside finds nobody behind the listener and nothing else: the namespace has no
+//! other way out.
+//!
+//! The proxy speaks HTTP (absolute-form requests, forwarded with `Connection: close`), HTTPS
+//! through `CONNECT` (bytes are relayed, TLS is not terminated), and SOCKS5 (no
+//! authentication, `CONNECT` only), all on one port: the first byte tells SOCKS5 (5) from
+//! HTTP. Names are resolved here, outside the sandbox; see [`rules`] for what is refused
+//! after resolution.
+//!
+//! Tests reach made-up names through a resolver hook: [`Resolver::with_hosts`], and for the
+//! CLI the environment variable [`HOSTS_FILE_ENV`] naming a file in `/etc/hosts` format that
+//! this process (never the command) reads. The machine's `/etc/hosts` is never edited.
+
+mod approval;
+mod proxy;
+pub mod rules;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use cordon_sandbox::policy::{NetworkMode, SandboxPolicy, PROXY_PORT};
+use cordon_sandbox::status::{TAG_HOST_PORT, TAG_PROXY};
+use tokio_util::sync::CancellationToken;
+
+pub use approval::{NetworkApprovalRequest, NetworkApprovals};
+
+use crate::classify::Denial;
+use rules::HostRules;
+
+/// Environment variable naming a hosts file (`ADDRESS NAME...` per line) that the proxy
+/// consults before the system resolver. For tests and for pinning names; read by the parent.
+pub const HOSTS_FILE_ENV: &str = "CORDON_PROXY_HOSTS";
+
+/// Options of the managed network that are not part of the policy (they are the caller's,
+/// not the command's).
+#[derive(Debug, Clone, Default)]
+pub struct NetworkOptions {
+    /// Where hosts that no `allow` entry covers are routed while the command runs. Without
+    /// one they are refused.
+    pub approvals: Option<NetworkApprovals>,
+    /// How names are resolved.
+    pub resolver: Resolver,
+}
+
+/// Name resolution for the proxy: fixed answers first, then the system's resolver.
+#[derive(Debug, Clone, Default)]
+pub struct Resolver {
+    fixed: Arc<HashMap<String, Vec<IpAddr>>>,
+}
+
+impl Resolver {
+    /// Answers `name` with `addresses` (for tests, or to pin a name), before the system's
+    /// resolver is asked. Names are compared lower-case.
+    pub fn with_hosts(entries: impl IntoIterator<Item = (String, Vec<IpAddr>)>) -> Resolver {
+        Resolver {
+            fixed: Arc::new(
+                entries
+                    .into_iter()
+                    .map(|(name, addrs)| (name.to_ascii_lowercase(), addrs))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Reads a file in `/etc/hosts` format.
+    pub fn from_hosts_file(path: &Path) -> io::Result<Resolver> {
+        let text = std::fs::read_to_string(path)?;
+        let mut entries: HashMap<String, Vec<IpAddr>> = HashMap::new();
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or("");
+            let mut words = line.split_whitespace();
+            let Some(address) = words.next() else { continue };
+            let address: IpAddr = address.parse().map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: {address:?} is not an IP address", path.display()),
+                )
+            })?;
+            for name in words {
+                entries.entry(name.to_ascii_lowercase()).or_default().push(address);
+            }
+        }
+        Ok(Resolver::with_hosts(entries))
+    }
+
+    /// The resolver the CLI uses: [`HOSTS_FILE_ENV`] when set, else the system's.
+    pub fn from_env() -> io::Result<Resolver> {
+        match std::env::var_os(HOSTS_FILE_ENV) {
+            Some(path) => Resolver::from_hosts_file(Path::new(&path)),
+            None => Ok(Resolver::default()),
+        }
+    }
+
+    /// The addresses of `host` (normalised) at `port`.
+    pub async fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, port)]);
+        }
+        if let Some(addrs) = self.fixed.get(host) {
+            return Ok(addrs.iter().map(|ip| SocketAddr::new(*ip, port)).collect());
+        }
+        Ok(tokio::net::lookup_host((host, port)).await?.collect())
+    }
+}
+
+/// The proxy's address inside the sandbox, as the command's environment names it.
+pub fn proxy_url() -> String {
+    format!("http://127.0.0.1:{PROXY_PORT}")
+}
+
+/// Names that are always the command's own namespace: the proxy itself, the command's own
+/// servers, and the host ports, which appear there at their own numbers. Nothing in this list
+/// is a host the command could reach through the proxy instead, so a client that skips the
+/// proxy for them loses nothing.
+pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
+
+/// The variables the command gets in `proxy` mode, each with the tools that read it. Set over
+/// whatever the caller's environment had: a `NO_PROXY=*` inherited from the host would
+/// otherwise send every client straight at a namespace with no way out.
+pub fn proxy_env() -> Vec<(&'static str, String)> {
+    let http = proxy_url();
+    let socks = format!("socks5h://127.0.0.1:{PROXY_PORT}");
+    let table: [(&str, &String, &str); 15] = [
+        ("HTTP_PROXY", &http, "curl, wget, Python (urllib, requests, pip), Go, Ruby, cargo"),
+        ("http_proxy", &http, "curl reads only the lower-case one for http://"),
+        ("HTTPS_PROXY", &http, "the same tools for https:// (CONNECT)"),
+        ("https_proxy", &http, "the lower-case form, which wget and older tools read"),
+        ("ALL_PROXY", &socks, "curl for other schemes; socks5h so names resolve outside"),
+        ("all_proxy", &socks, "the lower-case form"),
+        ("NO_PROXY", &NO_PROXY.to_owned(), "only the namespace's own loopback"),
+        ("no_proxy", &NO_PROXY.to_owned(), "the lower-case form"),
+        ("npm_config_proxy", &http, "npm reads its own config, not HTTP_PROXY (older releases)"),
+        ("npm_config_https_proxy", &http, "npm's https registry traffic"),
+        ("YARN_HTTP_PROXY", &http, "Yarn 2+ ignores HTTP_PROXY"),
+        ("YARN_HTTPS_PROXY", &http, "Yarn 2+ for https"),
+        ("CARGO_HTTP_PROXY", &http, "cargo's own setting, above a proxy in ~/.cargo/config"),
+        ("PIP_PROXY", &http, "pip's own setting, above a proxy in pip.conf"),
+        ("NODE_USE_ENV_PROXY", &"1".to_owned(), "Node's fetch and http honour HTTP_PROXY only with it (Node 22.21+, 24)"),
+    ];
+    table
+        .into_iter()
+        .map(|(name, value, _why)| (name, value.clone()))
+        .collect()
+}
+
+/// The network service of one run: what it serves, and the denials it recorded.
+pub(crate) struct Service {
+    ctx: Arc<proxy::Context>,
+    stop: CancellationToken,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Service {
+    /// The service for `policy`, or `None` when the policy needs none. An `allow`/`deny`
+    /// entry that cannot be served is the error (the run is rejected).
+    pub(crate) fn for_policy(
+        policy: &SandboxPolicy,
+        options: &NetworkOptions,
+    ) -> Result<Option<Service>, String> {
+        let n = &policy.network;
+        if n.mode != NetworkMode::Proxy && n.host_ports.is_empty() {
+            return Ok(None);
+        }
+        let rules = HostRules::new(&n.allow, &n.deny)?;
+        Ok(Some(Service {
+            ctx: Arc::new(proxy::Context {
+                rules,
+                resolver: options.resolver.clone(),
+                approvals: options.approvals.clone(),
+                denials: Mutex::new(Vec::new()),
+            }),
+            stop: CancellationToken::new(),
+            runtime: tokio::runtime::Handle::current(),
+        }))
+    }
+
+    /// Starts serving the listeners the helper sent with `tag`. Callable from any thread.
+    /// Listeners with a tag this service does not know are closed: nobody would serve them.
+    pub(crate) fn serve(&self, tag: &str, fds: Vec<OwnedFd>) {
+        let role = if tag == TAG_PROXY {
+            proxy::Role::Proxy
+        } else if let Some(port) = tag
+            .strip_prefix(TAG_HOST_PORT)
+            .and_then(|p| p.parse::<u16>().ok())
+        {
+            proxy::Role::HostPort(port)
+        } else {
+            return;
+        };
+        for fd in fds {
+            let listener = std::net::TcpListener::from(fd);
+            let (ctx, stop) = (Arc::clone(&self.ctx), self.stop.clone());
+            self.runtime
+                .spawn(proxy::accept_loop(ctx, listener, role, stop));
+        }
+    }
+
+    /// Stops serving: every listener and open connection is closed.
+    pub(crate) fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Stops serving and returns the denials recorded, sorted, each once.
+    pub(crate) fn finish(&self) -> Vec<Denial> {
+        self.stop();
+        let mut denials = match self.ctx.denials.lock() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        denials.sort();
+        denials.dedup();
+        denials
+    }
+}
+
+/// For `argv`-free callers: the environment changes for `policy` (empty unless `proxy`).
+pub(crate) fn env_for(policy: &SandboxPolicy) -> Vec<(OsString, OsString)> {
+    if policy.network.mode != NetworkMode::Proxy {
+        return Vec::new();
+    }
+    proxy_env()
+        .into_iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect()
+}
