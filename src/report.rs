@@ -42,7 +42,8 @@ impl Report<'_> {
 pub fn json(result: &ExecResult<Denial>) -> String {
     let denials = match &result.outcome {
         Outcome::Denied { denials, .. } => denials.as_slice(),
-        _ => &[],
+        // The proxy's refusals of a run that succeeded anyway (a `curl` that printed the 403).
+        _ => result.network_denials.as_slice(),
     };
     Report {
         outcome: result.outcome.kind(),
