@@ -14,9 +14,9 @@
 //! ```
 //!
 //! The key is `host:port`, not the host alone: an approval grants exactly what the approver
-//! was shown. An approved host does not open loopback, private or link-local addresses (the
-//! approver saw a name, not where it resolves): those stay reserved to an `allow` entry that
-//! names the host exactly.
+//! was shown, and counts as an exact `allow` entry for it (so, like one, it also reaches a
+//! loopback or private address the name resolves to). The approver is asked before the name
+//! is resolved: an unlisted name is never looked up, so lookups cannot carry data out.
 
 use std::collections::HashMap;
 use std::future::Future;

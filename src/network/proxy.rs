@@ -160,7 +160,9 @@ impl Context {
                 ))
             }
             Verdict::Unlisted => match &self.approvals {
-                Some(approvals) if approvals.decide(&host, port).await => false,
+                // Granted, the approval is an exact `host:port` entry: the approver was shown
+                // that name and port, as a person writing an exact entry names them.
+                Some(approvals) if approvals.decide(&host, port).await => true,
                 Some(_) => {
                     return Err(self.deny(
                         &target,
