@@ -85,6 +85,11 @@ struct RunArgs {
     /// its own 127.0.0.1 and ::1 (repeatable; needs `--network loopback` or `proxy`).
     #[arg(long = "allow-host-port", value_name = "PORT")]
     allow_host_ports: Vec<u16>,
+    /// Make the server the command runs on PORT reachable from the host's loopback at HOSTPORT
+    /// (default: the same port) while the run lasts (repeatable; needs `--network loopback`
+    /// or `proxy`).
+    #[arg(long = "publish", value_name = "PORT[:HOSTPORT]", value_parser = parse_publish)]
+    publish: Vec<cordon::sandbox::policy::PublishedPort>,
     /// Print the resolved policy as one line of JSON and exit without running anything.
     #[arg(long)]
     print_policy: bool,
@@ -267,6 +272,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         allow_unix_sockets: args.allow_unix_sockets,
         allow_domains: args.allow_domains.clone(),
         host_ports: args.allow_host_ports.clone(),
+        publish: args.publish.clone(),
     };
     let resolved = profile
         .with_overrides(&overrides)
@@ -420,6 +426,24 @@ async fn pass_through(
         }
     }
     Err(anyhow!("the runtime ended without a result"))
+}
+
+/// `PORT[:HOSTPORT]` of `--publish`.
+fn parse_publish(text: &str) -> Result<cordon::sandbox::policy::PublishedPort, String> {
+    let port = |p: &str| {
+        p.parse::<u16>()
+            .ok()
+            .filter(|&n| n != 0)
+            .ok_or_else(|| format!("{p:?} is not a port from 1 to 65535"))
+    };
+    let (inside, host) = match text.split_once(':') {
+        Some((inside, host)) => (port(inside)?, port(host)?),
+        None => (port(text)?, port(text)?),
+    };
+    Ok(cordon::sandbox::policy::PublishedPort {
+        port: inside,
+        host_port: host,
+    })
 }
 
 /// Command-line paths as profile entries, relative ones taken from the working directory.

@@ -41,6 +41,7 @@ use trust::{walk, PlantablePlaces, PlantedLink, Walk};
 
 use cordon_sandbox::policy::{
     single_line, Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode, NetworkPolicy,
+    PublishedPort,
     SandboxPolicy, UnixSockets, POLICY_VERSION,
 };
 
@@ -129,6 +130,7 @@ struct Rules {
     allow: Vec<String>,
     deny: Vec<String>,
     host_ports: Vec<u16>,
+    publish: Vec<PublishedPort>,
     enforcement: EnforcementPolicy,
 }
 
@@ -149,6 +151,7 @@ impl Rules {
             allow: Vec::new(),
             deny: Vec::new(),
             host_ports: Vec::new(),
+            publish: Vec::new(),
             enforcement: EnforcementPolicy::STRICT,
         }
     }
@@ -200,6 +203,10 @@ struct NetworkSection {
     /// Ports of host-loopback services the command may reach (`loopback`, `proxy`).
     #[serde(default)]
     host_ports: Vec<u16>,
+    /// Ports of servers inside the sandbox reachable from the host's loopback at the same
+    /// port (`loopback`, `proxy`).
+    #[serde(default)]
+    publish: Vec<u16>,
 }
 
 /// Why a profile could not be loaded or resolved. Messages are one line and name the problem.
@@ -461,6 +468,8 @@ pub struct Overrides {
     pub allow_domains: Vec<String>,
     /// `--allow-host-port PORT`: added to `network.host_ports`.
     pub host_ports: Vec<u16>,
+    /// `--publish PORT[:HOSTPORT]`: added to `network.publish`.
+    pub publish: Vec<PublishedPort>,
 }
 
 impl PermissionProfile {
@@ -556,6 +565,7 @@ impl PermissionProfile {
                 || !n.allow.is_empty()
                 || !n.deny.is_empty()
                 || !n.host_ports.is_empty()
+                || !n.publish.is_empty()
                 || file.enforcement.is_some();
             if sets_sandbox_keys {
                 return Err(ProfileError::ExtendsFullAccess(origin.to_owned()));
@@ -608,6 +618,10 @@ impl PermissionProfile {
         rules.allow.extend(file.network.allow);
         rules.deny.extend(file.network.deny);
         rules.host_ports.extend(file.network.host_ports);
+        rules.publish.extend(file.network.publish.iter().map(|&port| PublishedPort {
+            port,
+            host_port: port,
+        }));
         if let Some(e) = file.enforcement {
             rules.enforcement = EnforcementPolicy {
                 missing_layer: e,
@@ -642,6 +656,7 @@ impl PermissionProfile {
                     rules.host_ports.push(*port);
                 }
             }
+            rules.publish.extend(overrides.publish.iter().copied());
         }
         self
     }
@@ -804,6 +819,7 @@ impl PermissionProfile {
                 allow: rules.allow.clone(),
                 deny: rules.deny.clone(),
                 host_ports: rules.host_ports.clone(),
+                publish: rules.publish.clone(),
             },
             enforcement: rules.enforcement,
             markers: None,

@@ -290,6 +290,7 @@ impl Env {
                 policy.network.allow.clear();
                 policy.network.deny.clear();
                 policy.network.host_ports.clear();
+                policy.network.publish.clear();
             }
         }
         if status.is_none() && !namespaces::net::Listeners::of(&policy).is_empty() {

@@ -100,6 +100,20 @@ pub struct NetworkPolicy {
     /// reaches at the same port on its own 127.0.0.1 and ::1, and no other host port.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_ports: Vec<u16>,
+    /// `loopback` and `proxy` modes: servers the command runs on these ports of its own
+    /// loopback, reachable from the host's loopback while the run lasts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publish: Vec<PublishedPort>,
+}
+
+/// A port published from the sandbox to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedPort {
+    /// The port the command's server listens on, inside.
+    pub port: u16,
+    /// The port on the host's 127.0.0.1 (and ::1) that reaches it.
+    pub host_port: u16,
 }
 
 impl Default for NetworkPolicy {
@@ -113,6 +127,7 @@ impl Default for NetworkPolicy {
             allow: Vec::new(),
             deny: Vec::new(),
             host_ports: Vec::new(),
+            publish: Vec::new(),
         }
     }
 }
@@ -392,11 +407,33 @@ impl SandboxPolicy {
                 }
             }
         }
-        if !n.mode.is_private() && !n.host_ports.is_empty() {
-            return Err(PolicyError::NetworkFieldWithoutMode {
-                field: "host_ports",
-                needs: "\"loopback\" or \"proxy\"",
-            });
+        for (field, empty) in [("host_ports", n.host_ports.is_empty()), ("publish", n.publish.is_empty())] {
+            if !n.mode.is_private() && !empty {
+                return Err(PolicyError::NetworkFieldWithoutMode {
+                    field,
+                    needs: "\"loopback\" or \"proxy\"",
+                });
+            }
+        }
+        for (i, p) in n.publish.iter().enumerate() {
+            let why = if p.port == 0 || p.host_port == 0 {
+                Some("is not a port")
+            } else if p.port == PROXY_PORT && n.mode == NetworkMode::Proxy {
+                Some("is where cordon's proxy listens inside the sandbox")
+            } else if n.host_ports.contains(&p.port) {
+                Some("is also a host port, which the sandbox's side of it already holds")
+            } else if n.publish[..i].iter().any(|q| q.host_port == p.host_port || q.port == p.port) {
+                Some("is published twice")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(PolicyError::BadPort {
+                    field: "publish",
+                    port: p.port,
+                    why,
+                });
+            }
         }
         for (field, list) in [("allow", &n.allow), ("deny", &n.deny)] {
             for entry in list {

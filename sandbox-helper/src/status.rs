@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use serde::{Deserialize, Serialize};
 
@@ -205,6 +205,12 @@ pub fn write_record(fd: BorrowedFd<'_>, record: &StatusRecord) -> io::Result<()>
 pub const TAG_PROXY: &str = "proxy";
 /// Tag prefix of the listening sockets for a host port (`host_port:5432`).
 pub const TAG_HOST_PORT: &str = "host_port:";
+/// Tag of the parent's end of the socket-request channel for published ports: a byte `4` or
+/// `6` written on it is answered by one unconnected TCP socket of that family, made in the
+/// sandbox's network namespace, sent back with an `fds` record tagged [`TAG_SOCKET`].
+pub const TAG_PUBLISH: &str = "publish";
+/// Tag of a socket answering a request on the [`TAG_PUBLISH`] channel.
+pub const TAG_SOCKET: &str = "socket";
 
 /// The most descriptors one [`send_fds`] carries (the kernel's own limit is 253).
 pub const MAX_FDS_PER_RECORD: usize = 16;
@@ -285,59 +291,12 @@ pub fn read_records_with_fds(
     let mut pending: Vec<u8> = Vec::new();
     let mut received: VecDeque<OwnedFd> = VecDeque::new();
     let mut buf = vec![0u8; 16 * 1024];
-    // Room for the most descriptors one record may carry.
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe {
-        libc::CMSG_SPACE((MAX_FDS_PER_RECORD * std::mem::size_of::<libc::c_int>()) as u32)
-    } as usize;
-    let mut control = vec![0u8; space];
     loop {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        // SAFETY: `msghdr` is plain data for which all-zero is valid.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        // SAFETY: every buffer `msg` names is valid and writable for its stated length.
-        let n = unsafe { libc::recvmsg(channel.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        // Taken before anything can fail, so that every descriptor received is owned (and
-        // closed on an error) rather than leaked.
-        // SAFETY: the kernel filled `msg`'s control buffer; the macros walk it within bounds.
-        unsafe {
-            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-            while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                    let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                    let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
-                    for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
-                        let fd = std::ptr::read_unaligned(data.add(i));
-                        received.push_back(OwnedFd::from_raw_fd(fd));
-                    }
-                }
-                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-            }
-        }
-        if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "more descriptors arrived on the status socket than one record may carry",
-            ));
-        }
+        let n = recv_with_fds(channel.as_fd(), &mut buf, &mut received)?;
         if n == 0 {
             break;
         }
-        pending.extend_from_slice(&buf[..n as usize]);
+        pending.extend_from_slice(&buf[..n]);
         while let Some(end) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
             let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
@@ -374,6 +333,109 @@ pub fn read_records_with_fds(
         ));
     }
     Ok(records)
+}
+
+/// One `recvmsg` on `channel` into `buf`; the descriptors that came with it are appended to
+/// `received` (owned, close-on-exec, so none leaks whatever happens next). Returns the number
+/// of bytes, 0 at end of file.
+fn recv_with_fds(
+    channel: BorrowedFd<'_>,
+    buf: &mut [u8],
+    received: &mut VecDeque<OwnedFd>,
+) -> io::Result<usize> {
+    // Room for the most descriptors one record may carry.
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe {
+        libc::CMSG_SPACE((MAX_FDS_PER_RECORD * std::mem::size_of::<libc::c_int>()) as u32)
+    } as usize;
+    let mut control = vec![0u8; space];
+    loop {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: `msghdr` is plain data for which all-zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: every buffer `msg` names is valid and writable for its stated length.
+        let n = unsafe { libc::recvmsg(channel.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        // SAFETY: the kernel filled `msg`'s control buffer; the macros walk it within bounds.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                    let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
+                    for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
+                        let fd = std::ptr::read_unaligned(data.add(i));
+                        received.push_back(OwnedFd::from_raw_fd(fd));
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "more descriptors arrived than one record may carry",
+            ));
+        }
+        return Ok(n as usize);
+    }
+}
+
+/// The parent's side of the [`TAG_PUBLISH`] channel: asks the sandbox's init for one
+/// unconnected TCP socket (IPv6 when `v6`) in the sandbox's network namespace and waits for
+/// it. One request at a time per channel (the caller serialises); a channel that timed out or
+/// failed must not be used again, since a late answer would be taken for the next one.
+pub fn request_socket(channel: BorrowedFd<'_>, v6: bool) -> io::Result<OwnedFd> {
+    let request = [if v6 { 6u8 } else { 4u8 }];
+    // SAFETY: send of a one-byte buffer on a borrowed, open socket.
+    let n = unsafe {
+        libc::send(
+            channel.as_raw_fd(),
+            request.as_ptr().cast(),
+            1,
+            libc::MSG_NOSIGNAL,
+        )
+    };
+    if n != 1 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut line = Vec::new();
+    let mut received = VecDeque::new();
+    let mut buf = [0u8; 512];
+    while !line.ends_with(b"\n") {
+        let n = recv_with_fds(channel, &mut buf, &mut received)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the sandbox's init no longer answers (the run is over)",
+            ));
+        }
+        line.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+    match (parse_line(&text)?, received.pop_front()) {
+        (StatusRecord::Fds { tag, count: 1 }, Some(fd)) if tag == TAG_SOCKET && received.is_empty() => Ok(fd),
+        (StatusRecord::Fds { count: 0, .. }, None) => Err(io::Error::other(
+            "the sandbox's init could not make a socket",
+        )),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unexpected answer on the socket-request channel: {text:?}"),
+        )),
+    }
 }
 
 fn parse_line(line: &str) -> io::Result<StatusRecord> {

@@ -30,8 +30,8 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use cordon_sandbox::policy::{NetworkMode, SandboxPolicy, PROXY_PORT};
-use cordon_sandbox::status::{TAG_HOST_PORT, TAG_PROXY};
+use cordon_sandbox::policy::{NetworkMode, PublishedPort, SandboxPolicy, PROXY_PORT};
+use cordon_sandbox::status::{TAG_HOST_PORT, TAG_PROXY, TAG_PUBLISH};
 use tokio_util::sync::CancellationToken;
 
 pub use approval::{NetworkApprovalRequest, NetworkApprovals};
@@ -160,6 +160,9 @@ pub(crate) struct Service {
     ctx: Arc<proxy::Context>,
     stop: CancellationToken,
     runtime: tokio::runtime::Handle,
+    /// Published ports' host listeners, bound before the spawn (a port in use rejects the run
+    /// before anything runs) and served once the sandbox's socket-request channel arrives.
+    published: Mutex<Vec<(PublishedPort, std::net::TcpListener)>>,
 }
 
 impl Service {
@@ -170,10 +173,21 @@ impl Service {
         options: &NetworkOptions,
     ) -> Result<Option<Service>, String> {
         let n = &policy.network;
-        if n.mode != NetworkMode::Proxy && n.host_ports.is_empty() {
+        if n.mode != NetworkMode::Proxy && n.host_ports.is_empty() && n.publish.is_empty() {
             return Ok(None);
         }
         let rules = HostRules::new(&n.allow, &n.deny)?;
+        let mut published = Vec::new();
+        for p in &n.publish {
+            // The host's loopback only: publishing is for a browser or test runner on this
+            // machine, not for the network the host is on.
+            let v4 = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, p.host_port))
+                .map_err(|e| format!("network.publish: cannot listen on 127.0.0.1:{} on the host: {e}", p.host_port))?;
+            published.push((*p, v4));
+            if let Ok(v6) = std::net::TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, p.host_port)) {
+                published.push((*p, v6));
+            }
+        }
         Ok(Some(Service {
             ctx: Arc::new(proxy::Context {
                 rules,
@@ -183,12 +197,27 @@ impl Service {
             }),
             stop: CancellationToken::new(),
             runtime: tokio::runtime::Handle::current(),
+            published: Mutex::new(published),
         }))
     }
 
     /// Starts serving the listeners the helper sent with `tag`. Callable from any thread.
     /// Listeners with a tag this service does not know are closed: nobody would serve them.
     pub(crate) fn serve(&self, tag: &str, fds: Vec<OwnedFd>) {
+        if tag == TAG_PUBLISH {
+            let Some(channel) = fds.into_iter().next() else { return };
+            let channel = Arc::new(proxy::SocketChannel::new(channel));
+            let published = match self.published.lock() {
+                Ok(mut guard) => std::mem::take(&mut *guard),
+                Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+            };
+            for (port, listener) in published {
+                let role = proxy::Role::Published(port.port, Arc::clone(&channel));
+                let (ctx, stop) = (Arc::clone(&self.ctx), self.stop.clone());
+                self.runtime.spawn(proxy::accept_loop(ctx, listener, role, stop));
+            }
+            return;
+        }
         let role = if tag == TAG_PROXY {
             proxy::Role::Proxy
         } else if let Some(port) = tag
@@ -203,13 +232,17 @@ impl Service {
             let listener = std::net::TcpListener::from(fd);
             let (ctx, stop) = (Arc::clone(&self.ctx), self.stop.clone());
             self.runtime
-                .spawn(proxy::accept_loop(ctx, listener, role, stop));
+                .spawn(proxy::accept_loop(ctx, listener, role.clone(), stop));
         }
     }
 
     /// Stops serving: every listener and open connection is closed.
     pub(crate) fn stop(&self) {
         self.stop.cancel();
+        // Host listeners never served (the sandbox failed before sending its channel).
+        if let Ok(mut published) = self.published.lock() {
+            published.clear();
+        }
     }
 
     /// Stops serving and returns the denials recorded, sorted, each once.

@@ -30,12 +30,77 @@ pub(super) struct Context {
 }
 
 /// What a listener is for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub(super) enum Role {
     /// cordon's proxy.
     Proxy,
     /// The host's loopback at this port, same address family as the listener.
     HostPort(u16),
+    /// A host listener for a port published from the sandbox: connections go to this port on
+    /// the sandbox's loopback, through sockets its init makes there.
+    Published(u16, Arc<SocketChannel>),
+}
+
+/// The parent's end of the sandbox init's socket-request channel, one request at a time.
+pub(super) struct SocketChannel {
+    channel: Mutex<Option<std::os::fd::OwnedFd>>,
+}
+
+impl SocketChannel {
+    pub(super) fn new(channel: std::os::fd::OwnedFd) -> SocketChannel {
+        SocketChannel {
+            channel: Mutex::new(Some(channel)),
+        }
+    }
+
+    /// An unconnected TCP socket in the sandbox's namespace. A channel that failed once is
+    /// dropped: a late answer must never be taken for the next request's.
+    fn socket(&self, v6: bool) -> std::io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        let mut guard = self
+            .channel
+            .lock()
+            .map_err(|_| std::io::Error::other("socket channel poisoned"))?;
+        let Some(channel) = guard.as_ref() else {
+            return Err(std::io::Error::other("the sandbox's socket channel failed earlier"));
+        };
+        let answer = cordon_sandbox::status::request_socket(channel.as_fd(), v6);
+        if answer.is_err() {
+            *guard = None;
+        }
+        answer
+    }
+}
+
+/// Connects to `port` on the sandbox's own loopback: 127.0.0.1 first, then ::1 (a dev
+/// server bound to `localhost` may hold only one of them).
+fn connect_inside(channel: &SocketChannel, port: u16) -> std::io::Result<std::net::TcpStream> {
+    let mut last = None;
+    for (v6, ip) in [
+        (false, IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        (true, IpAddr::V6(Ipv6Addr::LOCALHOST)),
+    ] {
+        let socket = channel.socket(v6)?;
+        let address = nix::sys::socket::SockaddrStorage::from(SocketAddr::new(ip, port));
+        match nix::sys::socket::connect(std::os::fd::AsRawFd::as_raw_fd(&socket), &address) {
+            Ok(()) => return Ok(std::net::TcpStream::from(socket)),
+            Err(e) => last = Some(std::io::Error::from(e)),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::ErrorKind::ConnectionRefused.into()))
+}
+
+/// A published port: the host's client is relayed to the command's server inside; when
+/// nothing listens there, the client's connection is closed, as a closed port would be.
+async fn serve_published(mut client: TcpStream, port: u16, channel: Arc<SocketChannel>) {
+    let inside = tokio::task::spawn_blocking(move || connect_inside(&channel, port)).await;
+    let Ok(Ok(inside)) = inside else { return };
+    let upstream = inside
+        .set_nonblocking(true)
+        .and_then(|()| TcpStream::from_std(inside));
+    if let Ok(mut upstream) = upstream {
+        let _ = relay(&mut client, &mut upstream).await;
+    }
 }
 
 /// Accepts until `stop`; each connection is served on its own task, also ended by `stop`.
@@ -66,12 +131,13 @@ pub(super) async fn accept_loop(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let (ctx, stop) = (Arc::clone(&ctx), stop.clone());
+        let (ctx, stop, role) = (Arc::clone(&ctx), stop.clone(), role.clone());
         tokio::spawn(async move {
             let served = async {
                 match role {
                     Role::Proxy => serve_proxy(&ctx, client).await,
                     Role::HostPort(port) => serve_host_port(client, port, family_v6).await,
+                    Role::Published(port, channel) => serve_published(client, port, channel).await,
                 }
             };
             tokio::select! {

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::error::SetupError;
 use crate::policy::SandboxPolicy;
 use crate::process;
-use crate::status::{Downgrade, Layer};
+use crate::status::{Downgrade, Layer, TAG_PUBLISH};
 
 pub use mounts::ViewPlan;
 
@@ -181,11 +181,23 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
     // In the init, before the command exists: a connection the command makes at once waits in
     // the backlog until the parent accepts it. The init closes its copies when it starts
     // waiting; the command's process sends them on and loses them at execve.
-    let listeners = plan.listeners.open()?;
+    let mut listeners = plan.listeners.open()?;
+    // Published ports: the parent connects into this namespace through sockets the init makes
+    // here on request (the init outlives nothing: it is already there for the command).
+    let factory = match plan.listeners.publish {
+        true => {
+            let (parent_end, init_end) = net::socket_request_pair()?;
+            listeners.push((TAG_PUBLISH.to_owned(), vec![parent_end]));
+            Some(init_end)
+        }
+        false => None,
+    };
     let command = init::fork_group_leader("fork the command")?;
     if command != 0 {
-        init::run_init(command, link);
+        init::run_init(command, link, factory);
     }
+    // The command's process never holds the init's end.
+    drop(factory);
     drop(link);
     init::restore_signals(&saved_mask)?;
     let mut layers = plan.layers();

@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::error::SetupError;
 use crate::policy::{NetworkMode, SandboxPolicy, PROXY_PORT};
-use crate::status::{TAG_HOST_PORT, TAG_PROXY};
+use crate::status::{self, StatusRecord, TAG_HOST_PORT, TAG_PROXY, TAG_SOCKET};
 
 /// Sets `IFF_UP` on `lo` with `SIOCSIFFLAGS`. Needs CAP_NET_ADMIN in the namespace's owner,
 /// which the init holds in the new user namespace.
@@ -47,6 +47,8 @@ pub fn loopback_up() -> Result<(), SetupError> {
 pub struct Listeners {
     /// `(tag, port)`, each opened on 127.0.0.1 and (where IPv6 is up) ::1.
     pub ports: Vec<(String, u16)>,
+    /// Whether the init serves socket requests for published ports.
+    pub publish: bool,
 }
 
 /// How many connections wait for the parent's `accept`; a burst from a package manager
@@ -66,12 +68,15 @@ impl Listeners {
                 ports.push((format!("{TAG_HOST_PORT}{port}"), port));
             }
         }
-        Listeners { ports }
+        Listeners {
+            ports,
+            publish: network.mode.is_private() && !network.publish.is_empty(),
+        }
     }
 
     /// True when nothing is to be opened.
     pub fn is_empty(&self) -> bool {
-        self.ports.is_empty()
+        self.ports.is_empty() && !self.publish
     }
 
     /// Opens every listener (close-on-exec), in the namespace this process is in.
@@ -166,4 +171,84 @@ fn listen(ip: IpAddr, port: u16) -> Result<OwnedFd, SetupError> {
         return Err(fail(io::Error::last_os_error()));
     }
     Ok(sock)
+}
+
+/// The socket-request channel for published ports: `(parent's end, init's end)`, both
+/// close-on-exec. A datagram-free stream pair, like the status channel.
+pub fn socket_request_pair() -> Result<(OwnedFd, OwnedFd), SetupError> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two descriptors into `fds`.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(SetupError::Listener {
+            address: "the socket-request channel".into(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: the kernel just returned these descriptors and nothing else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// In the init: answers every request waiting on `channel` (one byte each, `4` or `6`) with
+/// one unconnected TCP socket of that family made here, in the sandbox's network namespace,
+/// so that the parent can connect to a server the command runs. The sockets carry no
+/// privilege: the parent could not make them only because sockets belong to the namespace
+/// they are created in. A request that cannot be met is answered with a record of zero
+/// descriptors, so the parent never waits in vain. Returns false once the parent has hung up
+/// (or the channel failed): then there is nothing more to serve.
+pub fn serve_socket_requests(channel: &OwnedFd) -> bool {
+    let mut requests = [0u8; 64];
+    // SAFETY: recv into a valid buffer, without blocking.
+    let n = unsafe {
+        libc::recv(
+            channel.as_raw_fd(),
+            requests.as_mut_ptr().cast(),
+            requests.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n == 0 {
+        return false;
+    }
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        return matches!(
+            err.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+        );
+    }
+    use std::os::fd::AsFd;
+    for &request in &requests[..n as usize] {
+        let family = match request {
+            4 => libc::AF_INET,
+            6 => libc::AF_INET6,
+            _ => -1,
+        };
+        // SAFETY: socket with constant arguments (an unknown family fails with EAFNOSUPPORT).
+        let raw = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        let sent = if raw < 0 {
+            status::write_record(
+                channel.as_fd(),
+                &StatusRecord::Fds {
+                    tag: TAG_SOCKET.into(),
+                    count: 0,
+                },
+            )
+        } else {
+            // SAFETY: the kernel just returned this descriptor and nothing else owns it.
+            let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+            status::send_fds(channel.as_fd(), TAG_SOCKET, &[sock.as_fd()])
+        };
+        if sent.is_err() {
+            return false;
+        }
+    }
+    true
 }
