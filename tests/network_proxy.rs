@@ -521,3 +521,64 @@ fn without_user_namespaces_proxy_is_refused_or_denied_as_enforcement_says() {
     assert!(text.starts_with("1\n") && text.ends_with("rc=7\n"), "{text}");
     assert_eq!(up.heads(), Vec::<String>::new());
 }
+
+/// A free port on the host's loopback (bound and released; the race with another process
+/// taking it in between is accepted for a test).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn a_published_dev_server_is_answered_from_outside_while_the_run_lasts() {
+    if skip_without_namespaces() {
+        return;
+    }
+    let tree = Tree::new();
+    std::fs::write(tree.cwd.join("index.html"), "dev server inside\n").unwrap();
+    let host_port = free_port();
+    let hosts = hosts_file(&tree, &[]);
+    // The server inside binds its own loopback only; it stops by itself after a few requests
+    // (or the run's timeout).
+    let server = "import http.server, sys\n\
+        s = http.server.HTTPServer(('127.0.0.1', 3000), http.server.SimpleHTTPRequestHandler)\n\
+        print('up', flush=True)\n\
+        for _ in range(2): s.handle_request()\n";
+    for mode in ["proxy", "loopback"] {
+        let publish = format!("3000:{host_port}");
+        let mut child = KillOnDrop(
+            command(&tree, &hosts, &["--network", mode, "--publish", &publish, "--timeout", "30s"])
+                .args(["--", python().to_str().unwrap(), "-c", server])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut up = String::new();
+        BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut up).unwrap();
+        assert_eq!(up, "up\n", "{mode}");
+        for address in ["127.0.0.1", "::1"] {
+            let mut conn = std::net::TcpStream::connect((address, host_port)).unwrap();
+            write!(conn, "GET /index.html HTTP/1.0\r\n\r\n").unwrap();
+            let mut answer = String::new();
+            conn.read_to_string(&mut answer).unwrap();
+            assert!(answer.starts_with("HTTP/1.0 200 OK"), "{mode} {address}: {answer}");
+            assert!(answer.ends_with("\r\n\r\ndev server inside\n"), "{mode} {address}: {answer}");
+        }
+        let status = child.0.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{mode}");
+        // The run is over: the host port is closed with it.
+        let after = std::net::TcpStream::connect(("127.0.0.1", host_port));
+        assert_eq!(
+            after.map(|_| ()).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::ConnectionRefused),
+            "{mode}"
+        );
+    }
+    // A host port already taken refuses the run before anything runs.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let publish = format!("3000:{}", taken.local_addr().unwrap().port());
+    let out = run(&tree, &hosts, &["--network", "loopback", "--publish", &publish, "--", "touch", "ran"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("network.publish: cannot listen on 127.0.0.1"), "{}", stderr(&out));
+    assert!(!tree.cwd.join("ran").exists());
+}
