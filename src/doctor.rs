@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use cordon_sandbox::landlock_rules;
 use cordon_sandbox::namespaces::userns;
-use cordon_sandbox::policy::{Enforcement, NetworkMode, SandboxPolicy};
+use cordon_sandbox::policy::{Enforcement, SandboxPolicy};
 use cordon_sandbox::status::{Approximation, ConfinementReceipt, Downgrade, Layer, Step};
 use serde::Serialize;
 
@@ -528,7 +528,7 @@ async fn check_policy(
         Layer::MountNamespace,
         Layer::IpcNamespace,
     ];
-    if policy.network.mode == NetworkMode::Loopback {
+    if policy.network.mode.is_private() {
         expected.push(Layer::NetNamespace);
     }
     let missing_layers: Vec<MissingLayer> = expected
