@@ -47,7 +47,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run PROGRAM confined by a profile (default: workspace-write).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Inspect or clean the shell snapshot cache.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
@@ -165,7 +165,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => {
             let json = args.json;
-            match run(args) {
+            match run(*args) {
                 Ok(code) => code,
                 Err(e) => {
                     let message = one_line(&e);
@@ -339,9 +339,8 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     if let Some(limit) = args.output_limit {
         request = request.output_limit(limit);
     }
-    let resolver = cordon::network::Resolver::from_env().with_context(|| {
-        format!("cannot read {}", cordon::network::HOSTS_FILE_ENV)
-    })?;
+    let resolver = cordon::network::Resolver::from_env()
+        .with_context(|| format!("cannot read {}", cordon::network::HOSTS_FILE_ENV))?;
     request = request.network_resolver(resolver);
     let snapshot = use_cached_snapshot(&mut request, !args.no_snapshot);
     Ok(Prepared::Run(Box::new(request), snapshot))

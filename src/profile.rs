@@ -41,8 +41,7 @@ use trust::{walk, PlantablePlaces, PlantedLink, Walk};
 
 use cordon_sandbox::policy::{
     single_line, Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode, NetworkPolicy,
-    PublishedPort,
-    SandboxPolicy, UnixSockets, POLICY_VERSION,
+    PublishedPort, SandboxPolicy, UnixSockets, POLICY_VERSION,
 };
 
 /// The built-in presets.
@@ -618,10 +617,12 @@ impl PermissionProfile {
         rules.allow.extend(file.network.allow);
         rules.deny.extend(file.network.deny);
         rules.host_ports.extend(file.network.host_ports);
-        rules.publish.extend(file.network.publish.iter().map(|&port| PublishedPort {
-            port,
-            host_port: port,
-        }));
+        rules
+            .publish
+            .extend(file.network.publish.iter().map(|&port| PublishedPort {
+                port,
+                host_port: port,
+            }));
         if let Some(e) = file.enforcement {
             rules.enforcement = EnforcementPolicy {
                 missing_layer: e,

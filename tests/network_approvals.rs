@@ -37,7 +37,9 @@ fn upstream() -> (u16, Arc<Mutex<usize>>) {
             *seen.lock().unwrap() += 1;
             let mut buf = [0u8; 4096];
             let _ = conn.read(&mut buf);
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+            );
         }
     });
     (port, count)
@@ -55,7 +57,9 @@ async fn an_approval_granted_mid_run_and_one_refused_each_asked_once_per_session
     let log = Arc::clone(&asked);
     // The approver takes its time, as a person would: the command is running and waiting.
     let approvals = NetworkApprovals::new(move |request| {
-        log.lock().unwrap().push((request.host.clone(), request.port));
+        log.lock()
+            .unwrap()
+            .push((request.host.clone(), request.port));
         async move {
             tokio::time::sleep(Duration::from_millis(400)).await;
             request.host == "granted.test"
@@ -103,25 +107,45 @@ print("refused.test", get("refused.test")[0])
     // Once per host, although granted.test was requested twice.
     assert_eq!(
         *asked.lock().unwrap(),
-        vec![("granted.test".to_owned(), port), ("refused.test".to_owned(), port)]
+        vec![
+            ("granted.test".to_owned(), port),
+            ("refused.test".to_owned(), port)
+        ]
     );
-    assert_eq!(*connections.lock().unwrap(), 2, "the refused host never reached the server");
+    assert_eq!(
+        *connections.lock().unwrap(),
+        2,
+        "the refused host never reached the server"
+    );
     let denial = &result.network_denials[0];
     assert_eq!(result.network_denials.len(), 1);
     assert_eq!(denial.operation, Operation::Network);
-    assert_eq!(denial.target.as_deref(), Some(format!("refused.test:{port}").as_str()));
+    assert_eq!(
+        denial.target.as_deref(),
+        Some(format!("refused.test:{port}").as_str())
+    );
     assert_eq!(denial.evidence, EvidenceKind::Proxy);
-    assert!(denial.rule.contains("the approver refused it"), "{}", denial.rule);
+    assert!(
+        denial.rule.contains("the approver refused it"),
+        "{}",
+        denial.rule
+    );
     assert_eq!(denial.allow_with, "--allow-domain refused.test");
 
     // The next run of the session asks nobody: both answers are remembered.
     let result = classify_result(run(approvals.clone()).await);
     assert_eq!(result.outcome.kind(), "success");
-    assert_eq!(result.stdout.text(), "granted.test ok not held\ngranted.test again ok\nrefused.test 403\n");
+    assert_eq!(
+        result.stdout.text(),
+        "granted.test ok not held\ngranted.test again ok\nrefused.test 403\n"
+    );
     assert_eq!(asked.lock().unwrap().len(), 2);
     assert_eq!(
         approvals.answered(),
-        vec![("granted.test".to_owned(), port, true), ("refused.test".to_owned(), port, false)]
+        vec![
+            ("granted.test".to_owned(), port, true),
+            ("refused.test".to_owned(), port, false)
+        ]
     );
     // Without an approver the same host is simply refused.
     let request = ExecRequest::sandboxed(
@@ -131,6 +155,9 @@ print("refused.test", get("refused.test")[0])
     )
     .network_resolver(resolver.clone());
     let result = sandbox.exec(request).await;
-    assert_eq!(result.stdout.text(), "granted.test 403 not held\ngranted.test again 403\nrefused.test 403\n");
+    assert_eq!(
+        result.stdout.text(),
+        "granted.test 403 not held\ngranted.test again 403\nrefused.test 403\n"
+    );
     assert_eq!(asked.lock().unwrap().len(), 2);
 }

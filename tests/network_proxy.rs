@@ -114,13 +114,38 @@ fn curl_and_python_urllib_reach_an_allowed_host_by_name() {
     let hosts = hosts_file(&tree, &[("127.0.0.1", "upstream.test")]);
     let allow = format!("upstream.test:{}", up.port);
     let url = format!("http://upstream.test:{}/simple/?q=1", up.port);
-    let out = run(&tree, &hosts, &["--allow-domain", &allow, "--", "curl", "-sS", "-f", "-m", "20", &url]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            "curl",
+            "-sS",
+            "-f",
+            "-m",
+            "20",
+            &url,
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), BODY);
     let py = format!(
         "import urllib.request; print(urllib.request.urlopen({url:?}, timeout=20).read().decode(), end='')"
     );
-    let out = run(&tree, &hosts, &["--allow-domain", &allow, "--", python().to_str().unwrap(), "-c", &py]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            python().to_str().unwrap(),
+            "-c",
+            &py,
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), BODY);
     // Forwarded in origin form, with the Host of the URL and no proxy headers.
@@ -128,7 +153,10 @@ fn curl_and_python_urllib_reach_an_allowed_host_by_name() {
     assert_eq!(heads.len(), 2, "{heads:?}");
     for head in &heads {
         assert!(head.starts_with("GET /simple/?q=1 HTTP/1.1\r\n"), "{head}");
-        assert!(head.contains(&format!("Host: upstream.test:{}\r\n", up.port)), "{head}");
+        assert!(
+            head.contains(&format!("Host: upstream.test:{}\r\n", up.port)),
+            "{head}"
+        );
         assert!(head.contains("Connection: close\r\n"), "{head}");
         assert!(!head.to_ascii_lowercase().contains("proxy-"), "{head}");
     }
@@ -141,11 +169,29 @@ fn a_host_not_allowed_gets_a_403_and_a_denial_record_and_nothing_reaches_it() {
     }
     let tree = Tree::new();
     let up = Upstream::start();
-    let hosts = hosts_file(&tree, &[("127.0.0.1", "upstream.test"), ("127.0.0.1", "other.test")]);
+    let hosts = hosts_file(
+        &tree,
+        &[("127.0.0.1", "upstream.test"), ("127.0.0.1", "other.test")],
+    );
     let allow = format!("upstream.test:{}", up.port);
     let url = format!("http://other.test:{}/", up.port);
     // The body a person sees says what was refused and how to allow it.
-    let out = run(&tree, &hosts, &["--allow-domain", &allow, "--", "curl", "-sS", "-m", "20", "-w", "%{http_code}", &url]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            "curl",
+            "-sS",
+            "-m",
+            "20",
+            "-w",
+            "%{http_code}",
+            &url,
+        ],
+    );
     let body = stdout(&out);
     assert!(body.ends_with("403"), "{body}");
     assert!(
@@ -154,7 +200,22 @@ fn a_host_not_allowed_gets_a_403_and_a_denial_record_and_nothing_reaches_it() {
         "{body}"
     );
     // A client that fails on it is a denied run, known from the proxy itself.
-    let out = run(&tree, &hosts, &["--json", "--allow-domain", &allow, "--", "curl", "-sS", "-f", "-m", "20", &url]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--json",
+            "--allow-domain",
+            &allow,
+            "--",
+            "curl",
+            "-sS",
+            "-f",
+            "-m",
+            "20",
+            &url,
+        ],
+    );
     let v = json(&out);
     assert_eq!(v["outcome"], "denied", "{v}");
     assert_eq!(v["exit_code"], 22);
@@ -163,12 +224,32 @@ fn a_host_not_allowed_gets_a_403_and_a_denial_record_and_nothing_reaches_it() {
     assert_eq!(denial["target"], format!("other.test:{}", up.port));
     assert_eq!(denial["allow_with"], "--allow-domain other.test");
     assert_eq!(denial["evidence"], "proxy");
-    assert!(denial["rule"].as_str().unwrap().contains("not in network.allow"), "{denial}");
+    assert!(
+        denial["rule"]
+            .as_str()
+            .unwrap()
+            .contains("not in network.allow"),
+        "{denial}"
+    );
     // Same port, same address as the allowed name: only the rules kept it out.
     assert_eq!(up.heads(), Vec::<String>::new());
     // The allowed name in the same configuration does get through.
     let ok = format!("http://upstream.test:{}/", up.port);
-    let out = run(&tree, &hosts, &["--allow-domain", &allow, "--", "curl", "-sS", "-f", "-m", "20", &ok]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            "curl",
+            "-sS",
+            "-f",
+            "-m",
+            "20",
+            &ok,
+        ],
+    );
     assert_eq!(stdout(&out), BODY, "{}", stderr(&out));
     assert_eq!(up.heads().len(), 1);
 }
@@ -199,7 +280,22 @@ fn deny_wins_over_allow_and_wildcards_never_open_loopback_or_the_metadata_addres
     .unwrap();
     let probe = |host: &str| -> Value {
         let url = format!("http://{host}:{}/", up.port);
-        let out = run(&tree, &hosts, &["--json", "-p", profile.to_str().unwrap(), "--", "curl", "-sS", "-f", "-m", "20", &url]);
+        let out = run(
+            &tree,
+            &hosts,
+            &[
+                "--json",
+                "-p",
+                profile.to_str().unwrap(),
+                "--",
+                "curl",
+                "-sS",
+                "-f",
+                "-m",
+                "20",
+                &url,
+            ],
+        );
         json(&out)
     };
     // Named exactly: loopback is reachable (the harmless counterpart).
@@ -211,23 +307,68 @@ fn deny_wins_over_allow_and_wildcards_never_open_loopback_or_the_metadata_addres
     let v = probe("blocked.upstream.test");
     assert_eq!(v["outcome"], "denied", "{v}");
     let rule = v["denials"][0]["rule"].as_str().unwrap().to_owned();
-    assert!(rule.contains("network.deny entry \"blocked.upstream.test\""), "{rule}");
+    assert!(
+        rule.contains("network.deny entry \"blocked.upstream.test\""),
+        "{rule}"
+    );
     // The wildcard covers the name, but not the metadata service it resolves to.
     let v = probe("metadata.upstream.test");
     assert_eq!(v["outcome"], "denied", "{v}");
     let rule = v["denials"][0]["rule"].as_str().unwrap().to_owned();
-    assert!(rule.contains("169.254.169.254") && rule.contains("metadata"), "{rule}");
-    assert_eq!(v["denials"][0]["allow_with"], format!("--allow-domain metadata.upstream.test:{}", up.port));
+    assert!(
+        rule.contains("169.254.169.254") && rule.contains("metadata"),
+        "{rule}"
+    );
+    assert_eq!(
+        v["denials"][0]["allow_with"],
+        format!("--allow-domain metadata.upstream.test:{}", up.port)
+    );
     // The metadata address by number is in no allow entry at all.
-    let out = run(&tree, &hosts, &["--json", "-p", profile.to_str().unwrap(), "--", "curl", "-sS", "-f", "-m", "20", "http://169.254.169.254/latest/meta-data/"]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--json",
+            "-p",
+            profile.to_str().unwrap(),
+            "--",
+            "curl",
+            "-sS",
+            "-f",
+            "-m",
+            "20",
+            "http://169.254.169.254/latest/meta-data/",
+        ],
+    );
     let v = json(&out);
     assert_eq!(v["denials"][0]["target"], "169.254.169.254:80", "{v}");
     // A wildcard name on loopback (the host's own services) is refused too.
     let hosts = hosts_file(&tree, &[("127.0.0.1", "db.upstream.test")]);
     let url = format!("http://db.upstream.test:{}/", up.port);
-    let out = run(&tree, &hosts, &["--json", "-p", profile.to_str().unwrap(), "--", "curl", "-sS", "-f", "-m", "20", &url]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--json",
+            "-p",
+            profile.to_str().unwrap(),
+            "--",
+            "curl",
+            "-sS",
+            "-f",
+            "-m",
+            "20",
+            &url,
+        ],
+    );
     let v = json(&out);
-    assert!(v["denials"][0]["rule"].as_str().unwrap().contains("loopback"), "{v}");
+    assert!(
+        v["denials"][0]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("loopback"),
+        "{v}"
+    );
     assert_eq!(up.heads().len(), 1, "only the exact name got through");
 }
 
@@ -239,7 +380,20 @@ fn https_goes_through_connect_with_tls_end_to_end() {
     let tree = Tree::new();
     let (cert, key) = (tree.root.join("cert.pem"), tree.root.join("key.pem"));
     let made = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=secure.test", "-addext", "subjectAltName=DNS:secure.test", "-keyout"])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=secure.test",
+            "-addext",
+            "subjectAltName=DNS:secure.test",
+            "-keyout",
+        ])
         .arg(&key)
         .arg("-out")
         .arg(&cert)
@@ -274,25 +428,66 @@ srv.serve_forever()
             .unwrap(),
     );
     let mut port = String::new();
-    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut port).unwrap();
+    BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
     let port = port.trim().to_owned();
     let hosts = hosts_file(&tree, &[("127.0.0.1", "secure.test")]);
     let url = format!("https://secure.test:{port}/");
     let allow = format!("secure.test:{port}");
     // --cacert: the certificate curl checks is the server's own, so the proxy relayed TLS
     // untouched.
-    let out = run(&tree, &hosts, &["--allow-domain", &allow, "--", "curl", "-sS", "-f", "-m", "20", "--cacert", cert.to_str().unwrap(), &url]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            "curl",
+            "-sS",
+            "-f",
+            "-m",
+            "20",
+            "--cacert",
+            cert.to_str().unwrap(),
+            &url,
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "tls says hi\n");
     // CONNECT to a port the entry does not name is refused before any byte reaches the server.
     let other = format!("secure.test:{}", port.parse::<u16>().unwrap() ^ 1);
-    let out = run(&tree, &hosts, &["--json", "--allow-domain", &other, "--", "curl", "-sS", "-f", "-m", "20", "--cacert", cert.to_str().unwrap(), &url]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--json",
+            "--allow-domain",
+            &other,
+            "--",
+            "curl",
+            "-sS",
+            "-f",
+            "-m",
+            "20",
+            "--cacert",
+            cert.to_str().unwrap(),
+            &url,
+        ],
+    );
     let v = json(&out);
     assert_eq!(v["outcome"], "denied", "{v}");
     assert_eq!(v["denials"][0]["target"], format!("secure.test:{port}"));
     child.0.kill().ok();
     let mut log = String::new();
-    child.0.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
     assert_eq!(log.matches("request").count(), 1, "{log}");
 }
 
@@ -312,11 +507,30 @@ fn socks5_clients_get_the_same_rules() {
     }
     let tree = Tree::new();
     let up = Upstream::start();
-    let hosts = hosts_file(&tree, &[("127.0.0.1", "upstream.test"), ("127.0.0.1", "other.test")]);
+    let hosts = hosts_file(
+        &tree,
+        &[("127.0.0.1", "upstream.test"), ("127.0.0.1", "other.test")],
+    );
     let allow = format!("upstream.test:{}", up.port);
     let socks = |host: &str| {
         let url = format!("http://{host}:{}/", up.port);
-        run(&tree, &hosts, &["--json", "--allow-domain", &allow, "--", "curl", "-sS", "-m", "20", "--proxy", "socks5h://127.0.0.1:3128", &url])
+        run(
+            &tree,
+            &hosts,
+            &[
+                "--json",
+                "--allow-domain",
+                &allow,
+                "--",
+                "curl",
+                "-sS",
+                "-m",
+                "20",
+                "--proxy",
+                "socks5h://127.0.0.1:3128",
+                &url,
+            ],
+        )
     };
     let v = json(&socks("upstream.test"));
     assert_eq!(v["outcome"], "success", "{v}");
@@ -326,7 +540,13 @@ fn socks5_clients_get_the_same_rules() {
     assert_eq!(v["denials"][0]["target"], format!("other.test:{}", up.port));
     // SOCKS5 reply 2, "connection not allowed by ruleset", as curl reports it.
     assert_eq!(v["exit_code"], 97);
-    assert!(v["stderr"].as_str().unwrap().contains("SOCKS5 connection to other.test. (2)"), "{v}");
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("SOCKS5 connection to other.test. (2)"),
+        "{v}"
+    );
     assert_eq!(up.heads().len(), 1);
 }
 
@@ -349,19 +569,43 @@ fn a_client_that_ignores_the_proxy_reaches_nothing() {
         port = up.port
     );
     let out = command(&tree, &hosts, &["--allow-domain", &allow])
-        .args(["--", python().to_str().unwrap(), "-c", &format!("{}\n{script}", common::PROBE)])
+        .args([
+            "--",
+            python().to_str().unwrap(),
+            "-c",
+            &format!("{}\n{script}", common::PROBE),
+        ])
         .output()
         .unwrap();
-    assert_eq!(stdout(&out), format!("ECONNREFUSED\nECONNREFUSED\n{BODY}"), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("ECONNREFUSED\nECONNREFUSED\n{BODY}"),
+        "{}",
+        stderr(&out)
+    );
     // Only the proxied request arrived.
     assert_eq!(up.heads().len(), 1);
     // curl told to skip the proxy for every host finds no way out either, and NO_PROXY
     // inside names only the sandbox's own loopback.
     let url = format!("http://upstream.test:{}/", up.port);
-    let out = run(&tree, &hosts, &["--allow-domain", &allow, "--", "sh", "-c", &format!("echo \"$NO_PROXY\"; curl -sS -m 10 --noproxy '*' {url}; echo \" rc=$?\"")]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo \"$NO_PROXY\"; curl -sS -m 10 --noproxy '*' {url}; echo \" rc=$?\""),
+        ],
+    );
     let text = stdout(&out);
     assert!(text.starts_with("localhost,127.0.0.1,::1\n"), "{text}");
-    assert!(text.ends_with(" rc=6\n"), "could not resolve host expected: {text}");
+    assert!(
+        text.ends_with(" rc=6\n"),
+        "could not resolve host expected: {text}"
+    );
     assert_eq!(up.heads().len(), 1);
 }
 
@@ -383,18 +627,49 @@ fn a_host_port_reaches_exactly_that_port_on_the_host() {
     };
     for mode in ["proxy", "loopback"] {
         let port = allowed.port.to_string();
-        let out = command(&tree, &hosts, &["--network", mode, "--allow-host-port", &port])
-            .args(["--", python().to_str().unwrap(), "-c", &format!("{}\n{}\n{}", common::PROBE, script(allowed.port), script(neighbour.port))])
-            .output()
-            .unwrap();
-        assert_eq!(stdout(&out), "OK HTTP/1.1 200 OK\nECONNREFUSED \n", "{mode}: {}", stderr(&out));
+        let out = command(
+            &tree,
+            &hosts,
+            &["--network", mode, "--allow-host-port", &port],
+        )
+        .args([
+            "--",
+            python().to_str().unwrap(),
+            "-c",
+            &format!(
+                "{}\n{}\n{}",
+                common::PROBE,
+                script(allowed.port),
+                script(neighbour.port)
+            ),
+        ])
+        .output()
+        .unwrap();
+        assert_eq!(
+            stdout(&out),
+            "OK HTTP/1.1 200 OK\nECONNREFUSED \n",
+            "{mode}: {}",
+            stderr(&out)
+        );
     }
     assert_eq!(allowed.heads().len(), 2);
-    assert_eq!(neighbour.heads(), Vec::<String>::new(), "the neighbouring port stayed silent");
+    assert_eq!(
+        neighbour.heads(),
+        Vec::<String>::new(),
+        "the neighbouring port stayed silent"
+    );
     // Naming the host's loopback in the proxy's allow list is refused with the way to do it.
-    let out = run(&tree, &hosts, &["--allow-domain", "localhost:5432", "--", "true"]);
+    let out = run(
+        &tree,
+        &hosts,
+        &["--allow-domain", "localhost:5432", "--", "true"],
+    );
     assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("network.host_ports"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("network.host_ports"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -406,24 +681,61 @@ fn git_clone_over_http_through_the_proxy() {
     let served = tree.outside.join("served");
     std::fs::create_dir(&served).unwrap();
     let git = |dir: &Path, args: &[&str]| {
-        let out = Command::new("git").current_dir(dir).args(args).output().expect("git");
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .expect("git");
         assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
     };
     let src = tree.outside.join("src");
     std::fs::create_dir(&src).unwrap();
     git(&src, &["init", "-q", "-b", "main"]);
     std::fs::write(src.join("README"), "cloned through cordon\n").unwrap();
-    git(&src, &["-c", "user.name=t", "-c", "user.email=t@t", "add", "README"]);
-    git(&src, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one"]);
-    git(&tree.outside, &["clone", "-q", "--bare", "src", "served/repo.git"]);
+    git(
+        &src,
+        &["-c", "user.name=t", "-c", "user.email=t@t", "add", "README"],
+    );
+    git(
+        &src,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "one",
+        ],
+    );
+    git(
+        &tree.outside,
+        &["clone", "-q", "--bare", "src", "served/repo.git"],
+    );
     git(&served.join("repo.git"), &["update-server-info"]);
     let (server, port) = static_server(&served);
     let hosts = hosts_file(&tree, &[("127.0.0.1", "git.test")]);
     let allow = format!("git.test:{port}");
     let url = format!("http://git.test:{port}/repo.git");
-    let out = run(&tree, &hosts, &["--allow-domain", &allow, "--", "git", "clone", "-q", &url, "clone"]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            "git",
+            "clone",
+            "-q",
+            &url,
+            "clone",
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(tree.cwd.join("clone/README")).unwrap(), "cloned through cordon\n");
+    assert_eq!(
+        std::fs::read_to_string(tree.cwd.join("clone/README")).unwrap(),
+        "cloned through cordon\n"
+    );
     drop(server);
 }
 
@@ -432,8 +744,14 @@ fn pip_download_from_a_local_index_through_the_proxy() {
     if skip_without_namespaces() {
         return;
     }
-    let pip = Command::new(python()).args(["-m", "pip", "--version"]).output().unwrap();
-    assert!(pip.status.success(), "pip is required by this test (.ci/run installs it)");
+    let pip = Command::new(python())
+        .args(["-m", "pip", "--version"])
+        .output()
+        .unwrap();
+    assert!(
+        pip.status.success(),
+        "pip is required by this test (.ci/run installs it)"
+    );
     let tree = Tree::new();
     let index = tree.outside.join("index");
     let wheel_dir = index.join("simple/cordtest");
@@ -461,14 +779,46 @@ open({dir:?} + "/index.html", "w").write(f'<a href="{{name}}">{{name}}</a>\n')
 "#,
         dir = wheel_dir.to_str().unwrap()
     );
-    let made = Command::new(python()).args(["-c", &make_wheel]).output().unwrap();
+    let made = Command::new(python())
+        .args(["-c", &make_wheel])
+        .output()
+        .unwrap();
     assert!(made.status.success(), "{}", stderr(&made));
     let (server, port) = static_server(&index);
     let hosts = hosts_file(&tree, &[("127.0.0.1", "pypi.test")]);
     let allow = format!("pypi.test:{port}");
     let url = format!("http://pypi.test:{port}/simple/");
-    let out = run(&tree, &hosts, &["--allow-domain", &allow, "--", python().to_str().unwrap(), "-m", "pip", "download", "-q", "--no-deps", "--no-cache-dir", "--disable-pip-version-check", "--index-url", &url, "--trusted-host", "pypi.test", "-d", "dl", "cordtest"]);
-    assert_eq!(out.status.code(), Some(0), "{}\n{}", stdout(&out), stderr(&out));
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            python().to_str().unwrap(),
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--index-url",
+            &url,
+            "--trusted-host",
+            "pypi.test",
+            "-d",
+            "dl",
+            "cordtest",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
     assert!(tree.cwd.join("dl/cordtest-1.0-py3-none-any.whl").is_file());
     drop(server);
 }
@@ -491,7 +841,9 @@ fn static_server(dir: &Path) -> (KillOnDrop, u16) {
             .unwrap(),
     );
     let mut port = String::new();
-    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut port).unwrap();
+    BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
     (child, port.trim().parse().unwrap())
 }
 
@@ -505,27 +857,68 @@ fn without_user_namespaces_proxy_is_refused_or_denied_as_enforcement_says() {
     let hosts = hosts_file(&tree, &[("127.0.0.1", "upstream.test")]);
     let allow = format!("upstream.test:{}", up.port);
     let url = format!("http://upstream.test:{}/", up.port);
-    let out = without_userns(&command(&tree, &hosts, &["--allow-domain", &allow, "--", "curl", "-sS", "-m", "10", &url]))
-        .output()
-        .unwrap();
+    let out = without_userns(&command(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            "curl",
+            "-sS",
+            "-m",
+            "10",
+            &url,
+        ],
+    ))
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     assert!(stderr(&out).contains("network_proxy"), "{}", stderr(&out));
     // Under report: the network is denied instead, said before the command runs.
     let profile = tree.root.join("report.toml");
-    std::fs::write(&profile, "extends = \"workspace-write\"\nenforcement = \"report\"\n[network]\nmode = \"proxy\"\n").unwrap();
-    let out = without_userns(&command(&tree, &hosts, &["-p", profile.to_str().unwrap(), "--allow-domain", &allow, "--", "sh", "-c", &format!("echo $CORDON_SANDBOX_NETWORK_DISABLED; curl -sS -m 10 {url}; echo rc=$?")]))
-        .output()
-        .unwrap();
-    assert!(stderr(&out).contains("not enforced: network_proxy"), "{}", stderr(&out));
+    std::fs::write(
+        &profile,
+        "extends = \"workspace-write\"\nenforcement = \"report\"\n[network]\nmode = \"proxy\"\n",
+    )
+    .unwrap();
+    let out = without_userns(&command(
+        &tree,
+        &hosts,
+        &[
+            "-p",
+            profile.to_str().unwrap(),
+            "--allow-domain",
+            &allow,
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $CORDON_SANDBOX_NETWORK_DISABLED; curl -sS -m 10 {url}; echo rc=$?"),
+        ],
+    ))
+    .output()
+    .unwrap();
+    assert!(
+        stderr(&out).contains("not enforced: network_proxy"),
+        "{}",
+        stderr(&out)
+    );
     let text = stdout(&out);
-    assert!(text.starts_with("1\n") && text.ends_with("rc=7\n"), "{text}");
+    assert!(
+        text.starts_with("1\n") && text.ends_with("rc=7\n"),
+        "{text}"
+    );
     assert_eq!(up.heads(), Vec::<String>::new());
 }
 
 /// A free port on the host's loopback (bound and released; the race with another process
 /// taking it in between is accepted for a test).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[test]
@@ -546,23 +939,35 @@ fn a_published_dev_server_is_answered_from_outside_while_the_run_lasts() {
     for mode in ["proxy", "loopback"] {
         let publish = format!("3000:{host_port}");
         let mut child = KillOnDrop(
-            command(&tree, &hosts, &["--network", mode, "--publish", &publish, "--timeout", "30s"])
-                .args(["--", python().to_str().unwrap(), "-c", server])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
+            command(
+                &tree,
+                &hosts,
+                &["--network", mode, "--publish", &publish, "--timeout", "30s"],
+            )
+            .args(["--", python().to_str().unwrap(), "-c", server])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
         );
         let mut up = String::new();
-        BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut up).unwrap();
+        BufReader::new(child.0.stdout.take().unwrap())
+            .read_line(&mut up)
+            .unwrap();
         assert_eq!(up, "up\n", "{mode}");
         for address in ["127.0.0.1", "::1"] {
             let mut conn = std::net::TcpStream::connect((address, host_port)).unwrap();
             write!(conn, "GET /index.html HTTP/1.0\r\n\r\n").unwrap();
             let mut answer = String::new();
             conn.read_to_string(&mut answer).unwrap();
-            assert!(answer.starts_with("HTTP/1.0 200 OK"), "{mode} {address}: {answer}");
-            assert!(answer.ends_with("\r\n\r\ndev server inside\n"), "{mode} {address}: {answer}");
+            assert!(
+                answer.starts_with("HTTP/1.0 200 OK"),
+                "{mode} {address}: {answer}"
+            );
+            assert!(
+                answer.ends_with("\r\n\r\ndev server inside\n"),
+                "{mode} {address}: {answer}"
+            );
         }
         let status = child.0.wait().unwrap();
         assert_eq!(status.code(), Some(0), "{mode}");
@@ -577,8 +982,24 @@ fn a_published_dev_server_is_answered_from_outside_while_the_run_lasts() {
     // A host port already taken refuses the run before anything runs.
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let publish = format!("3000:{}", taken.local_addr().unwrap().port());
-    let out = run(&tree, &hosts, &["--network", "loopback", "--publish", &publish, "--", "touch", "ran"]);
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--network",
+            "loopback",
+            "--publish",
+            &publish,
+            "--",
+            "touch",
+            "ran",
+        ],
+    );
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
-    assert!(stderr(&out).contains("network.publish: cannot listen on 127.0.0.1"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("network.publish: cannot listen on 127.0.0.1"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!tree.cwd.join("ran").exists());
 }

@@ -396,9 +396,9 @@ impl Env {
         // parent serves the proxy and host ports on these listeners. Their close-on-exec flag
         // keeps them from the command.
         for (tag, fds) in std::mem::take(&mut entered.listeners) {
-            let status = self.status_fd().ok_or_else(|| {
-                SetupError::Arguments("listeners need --status-fd".into())
-            })?;
+            let status = self
+                .status_fd()
+                .ok_or_else(|| SetupError::Arguments("listeners need --status-fd".into()))?;
             let borrowed: Vec<_> = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
             status::send_fds(status, &tag, &borrowed).map_err(SetupError::Status)?;
         }

@@ -407,7 +407,10 @@ impl SandboxPolicy {
                 }
             }
         }
-        for (field, empty) in [("host_ports", n.host_ports.is_empty()), ("publish", n.publish.is_empty())] {
+        for (field, empty) in [
+            ("host_ports", n.host_ports.is_empty()),
+            ("publish", n.publish.is_empty()),
+        ] {
             if !n.mode.is_private() && !empty {
                 return Err(PolicyError::NetworkFieldWithoutMode {
                     field,
@@ -422,7 +425,10 @@ impl SandboxPolicy {
                 Some("is where cordon's proxy listens inside the sandbox")
             } else if n.host_ports.contains(&p.port) {
                 Some("is also a host port, which the sandbox's side of it already holds")
-            } else if n.publish[..i].iter().any(|q| q.host_port == p.host_port || q.port == p.port) {
+            } else if n.publish[..i]
+                .iter()
+                .any(|q| q.host_port == p.host_port || q.port == p.port)
+            {
                 Some("is published twice")
             } else {
                 None
@@ -542,7 +548,9 @@ pub fn check_host_pattern(entry: &str) -> Result<(), &'static str> {
 /// lower-case, without brackets or a trailing dot, and without the `*.` of a wildcard.
 pub fn split_host_pattern(entry: &str) -> Result<(String, bool, Option<u16>), &'static str> {
     let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
-        let (inside, after) = rest.split_once(']').ok_or("an IPv6 address needs its closing ]")?;
+        let (inside, after) = rest
+            .split_once(']')
+            .ok_or("an IPv6 address needs its closing ]")?;
         let port = match after {
             "" => None,
             p => Some(p.strip_prefix(':').ok_or("only :port may follow ]")?),
@@ -580,7 +588,8 @@ pub fn split_host_pattern(entry: &str) -> Result<(String, bool, Option<u16>), &'
             && l.len() <= 63
             && !l.starts_with('-')
             && !l.ends_with('-')
-            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
     if !name.split('.').all(label_ok) {
         return Err("a host name is labels of letters, digits, - and _ separated by dots; * only as a leading *.");
@@ -730,11 +739,30 @@ mod tests {
             Err(PolicyError::NetworkFieldWithoutMode { field: "allow", .. })
         ));
         policy.network.mode = NetworkMode::Proxy;
-        for good in ["pypi.org", "*.pythonhosted.org", "github.com:443", "127.0.0.1:8080", "[::1]:80", "Example.COM."] {
+        for good in [
+            "pypi.org",
+            "*.pythonhosted.org",
+            "github.com:443",
+            "127.0.0.1:8080",
+            "[::1]:80",
+            "Example.COM.",
+        ] {
             policy.network.allow = vec![good.into()];
             assert_eq!(policy.validate(), Ok(()), "{good}");
         }
-        for bad in ["", "*", "a.*.com", "pypi.org:0", "pypi.org:99999", "host:", "[::1", "-a.com", "a b.com", "*.", "https://pypi.org"] {
+        for bad in [
+            "",
+            "*",
+            "a.*.com",
+            "pypi.org:0",
+            "pypi.org:99999",
+            "host:",
+            "[::1",
+            "-a.com",
+            "a b.com",
+            "*.",
+            "https://pypi.org",
+        ] {
             policy.network.allow = vec![bad.into()];
             assert!(
                 matches!(policy.validate(), Err(PolicyError::HostPattern { .. })),
@@ -743,17 +771,29 @@ mod tests {
         }
         policy.network.allow.clear();
         policy.network.host_ports = vec![5432, 5432];
-        assert!(matches!(policy.validate(), Err(PolicyError::BadPort { port: 5432, .. })));
+        assert!(matches!(
+            policy.validate(),
+            Err(PolicyError::BadPort { port: 5432, .. })
+        ));
         policy.network.host_ports = vec![PROXY_PORT];
-        assert!(matches!(policy.validate(), Err(PolicyError::BadPort { .. })));
+        assert!(matches!(
+            policy.validate(),
+            Err(PolicyError::BadPort { .. })
+        ));
         policy.network.host_ports = vec![5432];
         assert_eq!(policy.validate(), Ok(()));
         policy.network.mode = NetworkMode::Enabled;
         assert!(matches!(
             policy.validate(),
-            Err(PolicyError::NetworkFieldWithoutMode { field: "host_ports", .. })
+            Err(PolicyError::NetworkFieldWithoutMode {
+                field: "host_ports",
+                ..
+            })
         ));
-        assert_eq!(split_host_pattern("*.Foo.org:443"), Ok(("foo.org".into(), true, Some(443))));
+        assert_eq!(
+            split_host_pattern("*.Foo.org:443"),
+            Ok(("foo.org".into(), true, Some(443)))
+        );
     }
 
     #[test]

@@ -252,11 +252,7 @@ pub fn send_fds(channel: BorrowedFd<'_>, tag: &str, fds: &[BorrowedFd<'_>]) -> i
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
         (*cmsg).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
-        std::ptr::copy_nonoverlapping(
-            raw.as_ptr().cast::<u8>(),
-            libc::CMSG_DATA(cmsg),
-            payload,
-        );
+        std::ptr::copy_nonoverlapping(raw.as_ptr().cast::<u8>(), libc::CMSG_DATA(cmsg), payload);
     }
     loop {
         // SAFETY: `msg` and everything it points at live across the call. The line is small
@@ -329,7 +325,10 @@ pub fn read_records_with_fds(
     if !received.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{} descriptors arrived on the status socket without a record", received.len()),
+            format!(
+                "{} descriptors arrived on the status socket without a record",
+                received.len()
+            ),
         ));
     }
     Ok(records)
@@ -427,7 +426,11 @@ pub fn request_socket(channel: BorrowedFd<'_>, v6: bool) -> io::Result<OwnedFd> 
     }
     let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
     match (parse_line(&text)?, received.pop_front()) {
-        (StatusRecord::Fds { tag, count: 1 }, Some(fd)) if tag == TAG_SOCKET && received.is_empty() => Ok(fd),
+        (StatusRecord::Fds { tag, count: 1 }, Some(fd))
+            if tag == TAG_SOCKET && received.is_empty() =>
+        {
+            Ok(fd)
+        }
         (StatusRecord::Fds { count: 0, .. }, None) => Err(io::Error::other(
             "the sandbox's init could not make a socket",
         )),
@@ -524,21 +527,44 @@ mod tests {
         let mut pair = [0; 2];
         // SAFETY: socketpair writes two descriptors into `pair`.
         assert_eq!(
-            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, pair.as_mut_ptr()) },
+            unsafe {
+                libc::socketpair(
+                    libc::AF_UNIX,
+                    libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                    0,
+                    pair.as_mut_ptr(),
+                )
+            },
             0
         );
         // SAFETY: fresh descriptors owned by nobody else.
-        let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        let (ours, theirs) =
+            unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
         let (r, w) = nix::unistd::pipe().unwrap();
-        write_record(theirs.as_fd(), &StatusRecord::SetupError { step: Step::Status, errno: None, message: "before".into() }).unwrap();
+        write_record(
+            theirs.as_fd(),
+            &StatusRecord::SetupError {
+                step: Step::Status,
+                errno: None,
+                message: "before".into(),
+            },
+        )
+        .unwrap();
         send_fds(theirs.as_fd(), TAG_PROXY, &[w.as_fd()]).unwrap();
         drop(w);
         drop(theirs);
         let mut got = Vec::new();
-        let records = read_records_with_fds(ours, |record, fds| got.push((record.clone(), fds))).unwrap();
+        let records =
+            read_records_with_fds(ours, |record, fds| got.push((record.clone(), fds))).unwrap();
         assert_eq!(records.len(), 2);
         assert!(got[0].1.is_empty());
-        assert_eq!(got[1].0, StatusRecord::Fds { tag: TAG_PROXY.into(), count: 1 });
+        assert_eq!(
+            got[1].0,
+            StatusRecord::Fds {
+                tag: TAG_PROXY.into(),
+                count: 1
+            }
+        );
         // The received copy is the pipe's write end: bytes written to it come out of `r`.
         let fd = got[1].1.pop().unwrap();
         assert_eq!(nix::unistd::write(&fd, b"x").unwrap(), 1);

@@ -229,7 +229,10 @@ pub(super) async fn run(
 }
 
 /// Sets `changes` over `vars`, keeping them sorted by name.
-fn set_env(vars: &mut Vec<(std::ffi::OsString, std::ffi::OsString)>, changes: Vec<(std::ffi::OsString, std::ffi::OsString)>) {
+fn set_env(
+    vars: &mut Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    changes: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+) {
     for (name, value) in changes {
         match vars.binary_search_by(|(k, _)| k.cmp(&name)) {
             Ok(i) => vars[i].1 = value,

@@ -36,13 +36,15 @@ pub struct NetworkApprovalRequest {
 
 type Answer = Pin<Box<dyn Future<Output = bool> + Send>>;
 type Approver = dyn Fn(NetworkApprovalRequest) -> Answer + Send + Sync;
+/// One answer per `(host, port)`, filled once by whichever connection asks first.
+type Answers = HashMap<(String, u16), Arc<OnceCell<bool>>>;
 
 /// The approver and the session's answers. Cheap to clone; clones share the answers, so one
 /// value given to every run of a session asks once per host for the whole session.
 #[derive(Clone)]
 pub struct NetworkApprovals {
     approver: Arc<Approver>,
-    answers: Arc<Mutex<HashMap<(String, u16), Arc<OnceCell<bool>>>>>,
+    answers: Arc<Mutex<Answers>>,
 }
 
 impl std::fmt::Debug for NetworkApprovals {

@@ -81,7 +81,9 @@ impl Resolver {
         for line in text.lines() {
             let line = line.split('#').next().unwrap_or("");
             let mut words = line.split_whitespace();
-            let Some(address) = words.next() else { continue };
+            let Some(address) = words.next() else {
+                continue;
+            };
             let address: IpAddr = address.parse().map_err(|_| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -89,7 +91,10 @@ impl Resolver {
                 )
             })?;
             for name in words {
-                entries.entry(name.to_ascii_lowercase()).or_default().push(address);
+                entries
+                    .entry(name.to_ascii_lowercase())
+                    .or_default()
+                    .push(address);
             }
         }
         Ok(Resolver::with_hosts(entries))
@@ -133,21 +138,65 @@ pub fn proxy_env() -> Vec<(&'static str, String)> {
     let http = proxy_url();
     let socks = format!("socks5h://127.0.0.1:{PROXY_PORT}");
     let table: [(&str, &String, &str); 15] = [
-        ("HTTP_PROXY", &http, "curl, wget, Python (urllib, requests, pip), Go, Ruby, cargo"),
-        ("http_proxy", &http, "curl reads only the lower-case one for http://"),
-        ("HTTPS_PROXY", &http, "the same tools for https:// (CONNECT)"),
-        ("https_proxy", &http, "the lower-case form, which wget and older tools read"),
-        ("ALL_PROXY", &socks, "curl for other schemes; socks5h so names resolve outside"),
+        (
+            "HTTP_PROXY",
+            &http,
+            "curl, wget, Python (urllib, requests, pip), Go, Ruby, cargo",
+        ),
+        (
+            "http_proxy",
+            &http,
+            "curl reads only the lower-case one for http://",
+        ),
+        (
+            "HTTPS_PROXY",
+            &http,
+            "the same tools for https:// (CONNECT)",
+        ),
+        (
+            "https_proxy",
+            &http,
+            "the lower-case form, which wget and older tools read",
+        ),
+        (
+            "ALL_PROXY",
+            &socks,
+            "curl for other schemes; socks5h so names resolve outside",
+        ),
         ("all_proxy", &socks, "the lower-case form"),
-        ("NO_PROXY", &NO_PROXY.to_owned(), "only the namespace's own loopback"),
+        (
+            "NO_PROXY",
+            &NO_PROXY.to_owned(),
+            "only the namespace's own loopback",
+        ),
         ("no_proxy", &NO_PROXY.to_owned(), "the lower-case form"),
-        ("npm_config_proxy", &http, "npm reads its own config, not HTTP_PROXY (older releases)"),
-        ("npm_config_https_proxy", &http, "npm's https registry traffic"),
+        (
+            "npm_config_proxy",
+            &http,
+            "npm reads its own config, not HTTP_PROXY (older releases)",
+        ),
+        (
+            "npm_config_https_proxy",
+            &http,
+            "npm's https registry traffic",
+        ),
         ("YARN_HTTP_PROXY", &http, "Yarn 2+ ignores HTTP_PROXY"),
         ("YARN_HTTPS_PROXY", &http, "Yarn 2+ for https"),
-        ("CARGO_HTTP_PROXY", &http, "cargo's own setting, above a proxy in ~/.cargo/config"),
-        ("PIP_PROXY", &http, "pip's own setting, above a proxy in pip.conf"),
-        ("NODE_USE_ENV_PROXY", &"1".to_owned(), "Node's fetch and http honour HTTP_PROXY only with it (Node 22.21+, 24)"),
+        (
+            "CARGO_HTTP_PROXY",
+            &http,
+            "cargo's own setting, above a proxy in ~/.cargo/config",
+        ),
+        (
+            "PIP_PROXY",
+            &http,
+            "pip's own setting, above a proxy in pip.conf",
+        ),
+        (
+            "NODE_USE_ENV_PROXY",
+            &"1".to_owned(),
+            "Node's fetch and http honour HTTP_PROXY only with it (Node 22.21+, 24)",
+        ),
     ];
     table
         .into_iter()
@@ -182,9 +231,16 @@ impl Service {
             // The host's loopback only: publishing is for a browser or test runner on this
             // machine, not for the network the host is on.
             let v4 = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, p.host_port))
-                .map_err(|e| format!("network.publish: cannot listen on 127.0.0.1:{} on the host: {e}", p.host_port))?;
+                .map_err(|e| {
+                    format!(
+                        "network.publish: cannot listen on 127.0.0.1:{} on the host: {e}",
+                        p.host_port
+                    )
+                })?;
             published.push((*p, v4));
-            if let Ok(v6) = std::net::TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, p.host_port)) {
+            if let Ok(v6) =
+                std::net::TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, p.host_port))
+            {
                 published.push((*p, v6));
             }
         }
@@ -205,7 +261,9 @@ impl Service {
     /// Listeners with a tag this service does not know are closed: nobody would serve them.
     pub(crate) fn serve(&self, tag: &str, fds: Vec<OwnedFd>) {
         if tag == TAG_PUBLISH {
-            let Some(channel) = fds.into_iter().next() else { return };
+            let Some(channel) = fds.into_iter().next() else {
+                return;
+            };
             let channel = Arc::new(proxy::SocketChannel::new(channel));
             let published = match self.published.lock() {
                 Ok(mut guard) => std::mem::take(&mut *guard),
@@ -214,7 +272,8 @@ impl Service {
             for (port, listener) in published {
                 let role = proxy::Role::Published(port.port, Arc::clone(&channel));
                 let (ctx, stop) = (Arc::clone(&self.ctx), self.stop.clone());
-                self.runtime.spawn(proxy::accept_loop(ctx, listener, role, stop));
+                self.runtime
+                    .spawn(proxy::accept_loop(ctx, listener, role, stop));
             }
             return;
         }

@@ -62,7 +62,9 @@ impl SocketChannel {
             .lock()
             .map_err(|_| std::io::Error::other("socket channel poisoned"))?;
         let Some(channel) = guard.as_ref() else {
-            return Err(std::io::Error::other("the sandbox's socket channel failed earlier"));
+            return Err(std::io::Error::other(
+                "the sandbox's socket channel failed earlier",
+            ));
         };
         let answer = cordon_sandbox::status::request_socket(channel.as_fd(), v6);
         if answer.is_err() {
@@ -156,8 +158,11 @@ async fn serve_host_port(mut client: TcpStream, port: u16, v6: bool) {
     } else {
         IpAddr::V4(Ipv4Addr::LOCALHOST)
     };
-    let Ok(Ok(mut upstream)) =
-        tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(SocketAddr::new(ip, port))).await
+    let Ok(Ok(mut upstream)) = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        TcpStream::connect(SocketAddr::new(ip, port)),
+    )
+    .await
     else {
         return;
     };
@@ -320,7 +325,12 @@ impl Context {
 async fn http(ctx: &Context, mut client: TcpStream) {
     let Ok(Ok((head, rest))) = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await
     else {
-        let _ = respond(&mut client, 400, "cordon's proxy: incomplete or oversized request head\n").await;
+        let _ = respond(
+            &mut client,
+            400,
+            "cordon's proxy: incomplete or oversized request head\n",
+        )
+        .await;
         return;
     };
     let mut lines = head.split("\r\n");
@@ -338,7 +348,12 @@ async fn http(ctx: &Context, mut client: TcpStream) {
     }
     if method.eq_ignore_ascii_case("CONNECT") {
         let Some((host, port)) = split_authority(target, None) else {
-            let _ = respond(&mut client, 400, "cordon's proxy: CONNECT needs host:port\n").await;
+            let _ = respond(
+                &mut client,
+                400,
+                "cordon's proxy: CONNECT needs host:port\n",
+            )
+            .await;
             return;
         };
         let mut upstream = match ctx.open(&host, port).await {
@@ -367,12 +382,19 @@ async fn http(ctx: &Context, mut client: TcpStream) {
         return;
     };
     let (authority, path) = match after_scheme.find(['/', '?']) {
-        Some(i) if after_scheme.as_bytes()[i] == b'/' => (&after_scheme[..i], after_scheme[i..].to_owned()),
+        Some(i) if after_scheme.as_bytes()[i] == b'/' => {
+            (&after_scheme[..i], after_scheme[i..].to_owned())
+        }
         Some(i) => (&after_scheme[..i], format!("/{}", &after_scheme[i..])),
         None => (after_scheme, "/".to_owned()),
     };
     let Some((host, port)) = split_authority(authority, Some(80)) else {
-        let _ = respond(&mut client, 400, "cordon's proxy: the URL has no usable host\n").await;
+        let _ = respond(
+            &mut client,
+            400,
+            "cordon's proxy: the URL has no usable host\n",
+        )
+        .await;
         return;
     };
     let mut upstream = match ctx.open(&host, port).await {
@@ -381,7 +403,12 @@ async fn http(ctx: &Context, mut client: TcpStream) {
     };
     let mut rewritten = format!("{method} {path} {version}\r\nHost: {authority}\r\n");
     for line in lines.filter(|l| !l.is_empty()) {
-        let name = line.split(':').next().unwrap_or("").trim().to_ascii_lowercase();
+        let name = line
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         if matches!(
             name.as_str(),
             "host" | "connection" | "proxy-connection" | "proxy-authorization" | "keep-alive"
@@ -436,7 +463,10 @@ async fn read_head(client: &mut TcpStream) -> std::io::Result<(String, Vec<u8>)>
             return Ok((head, rest));
         }
         if buf.len() > MAX_HEAD {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "head too large"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "head too large",
+            ));
         }
         let n = client.read(&mut chunk).await?;
         if n == 0 {
@@ -552,9 +582,18 @@ mod tests {
 
     #[test]
     fn authorities_split_with_ipv6_and_defaults() {
-        assert_eq!(split_authority("pypi.org", Some(80)), Some(("pypi.org".into(), 80)));
-        assert_eq!(split_authority("pypi.org:8080", Some(80)), Some(("pypi.org".into(), 8080)));
-        assert_eq!(split_authority("[::1]:443", None), Some(("::1".into(), 443)));
+        assert_eq!(
+            split_authority("pypi.org", Some(80)),
+            Some(("pypi.org".into(), 80))
+        );
+        assert_eq!(
+            split_authority("pypi.org:8080", Some(80)),
+            Some(("pypi.org".into(), 8080))
+        );
+        assert_eq!(
+            split_authority("[::1]:443", None),
+            Some(("::1".into(), 443))
+        );
         assert_eq!(split_authority("pypi.org", None), None);
         assert_eq!(split_authority("user@evil.com:80", None), None);
         assert_eq!(split_authority("host:x", None), None);

@@ -105,7 +105,11 @@ impl HostRules {
                 entry: rule.entry.clone(),
             };
         }
-        let covering: Vec<&HostRule> = self.allow.iter().filter(|r| r.matches(host, port)).collect();
+        let covering: Vec<&HostRule> = self
+            .allow
+            .iter()
+            .filter(|r| r.matches(host, port))
+            .collect();
         if covering.is_empty() {
             return Verdict::Unlisted;
         }
@@ -141,7 +145,8 @@ pub fn normalise_host(raw: &str) -> Option<String> {
     let label_ok = |l: &str| {
         !l.is_empty()
             && l.len() <= 63
-            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
     (!host.is_empty() && host.len() <= 253 && host.split('.').all(label_ok)).then_some(host)
 }
@@ -150,27 +155,75 @@ pub fn normalise_host(raw: &str) -> Option<String> {
 /// they lead back to the host itself, to the local network behind it, or to the cloud's
 /// metadata service, none of which an allow-list of internet hosts means to open.
 const REFUSED_V4: &[(Ipv4Addr, u8, &str)] = &[
-    (Ipv4Addr::new(0, 0, 0, 0), 8, "\"this network\" (0.0.0.0 reaches the host itself)"),
-    (Ipv4Addr::new(127, 0, 0, 0), 8, "loopback (the host's own services)"),
+    (
+        Ipv4Addr::new(0, 0, 0, 0),
+        8,
+        "\"this network\" (0.0.0.0 reaches the host itself)",
+    ),
+    (
+        Ipv4Addr::new(127, 0, 0, 0),
+        8,
+        "loopback (the host's own services)",
+    ),
     (Ipv4Addr::new(10, 0, 0, 0), 8, "private (RFC 1918)"),
     (Ipv4Addr::new(172, 16, 0, 0), 12, "private (RFC 1918)"),
     (Ipv4Addr::new(192, 168, 0, 0), 16, "private (RFC 1918)"),
-    (Ipv4Addr::new(169, 254, 0, 0), 16, "link-local (169.254.169.254 is the cloud metadata service)"),
-    (Ipv4Addr::new(100, 64, 0, 0), 10, "shared address space (carrier-grade NAT, the provider's network)"),
-    (Ipv4Addr::new(192, 0, 0, 0), 24, "IETF protocol assignments (not a public host)"),
-    (Ipv4Addr::new(198, 18, 0, 0), 15, "benchmarking (not a public host)"),
-    (Ipv4Addr::new(224, 0, 0, 0), 4, "multicast (the local network)"),
+    (
+        Ipv4Addr::new(169, 254, 0, 0),
+        16,
+        "link-local (169.254.169.254 is the cloud metadata service)",
+    ),
+    (
+        Ipv4Addr::new(100, 64, 0, 0),
+        10,
+        "shared address space (carrier-grade NAT, the provider's network)",
+    ),
+    (
+        Ipv4Addr::new(192, 0, 0, 0),
+        24,
+        "IETF protocol assignments (not a public host)",
+    ),
+    (
+        Ipv4Addr::new(198, 18, 0, 0),
+        15,
+        "benchmarking (not a public host)",
+    ),
+    (
+        Ipv4Addr::new(224, 0, 0, 0),
+        4,
+        "multicast (the local network)",
+    ),
     (Ipv4Addr::new(240, 0, 0, 0), 4, "reserved and broadcast"),
 ];
 
 /// The IPv6 counterparts; IPv4-mapped and NAT64 addresses are judged by the IPv4 inside.
 const REFUSED_V6: &[(Ipv6Addr, u8, &str)] = &[
-    (Ipv6Addr::UNSPECIFIED, 128, "unspecified (reaches the host itself)"),
-    (Ipv6Addr::LOCALHOST, 128, "loopback (the host's own services)"),
+    (
+        Ipv6Addr::UNSPECIFIED,
+        128,
+        "unspecified (reaches the host itself)",
+    ),
+    (
+        Ipv6Addr::LOCALHOST,
+        128,
+        "loopback (the host's own services)",
+    ),
     (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10, "link-local"),
-    (Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10, "site-local (the local network)"),
-    (Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0), 7, "unique local (private)"),
-    (Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8, "multicast (the local network)"),
+    (
+        Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0),
+        10,
+        "site-local (the local network)",
+    ),
+    (
+        Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0),
+        7,
+        "unique local (private)",
+    ),
+    (
+        Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0),
+        8,
+        "multicast (the local network)",
+    ),
 ];
 
 /// Why the proxy must not connect to `ip` unless an allow entry names the host exactly, or
@@ -179,7 +232,9 @@ pub fn non_public(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => REFUSED_V4
             .iter()
-            .find(|(net, bits, _)| prefix_matches(u32::from(v4).into(), u32::from(*net).into(), *bits, 32))
+            .find(|(net, bits, _)| {
+                prefix_matches(u32::from(v4).into(), u32::from(*net).into(), *bits, 32)
+            })
             .map(|(_, _, why)| *why),
         IpAddr::V6(v6) => {
             if let Some(v4) = v6.to_ipv4_mapped() {
@@ -215,23 +270,40 @@ mod tests {
 
     #[test]
     fn wildcards_cover_subdomains_only_and_deny_wins() {
-        let r = rules(&["pypi.org", "*.pythonhosted.org", "github.com:443"], &["evil.pythonhosted.org"]);
+        let r = rules(
+            &["pypi.org", "*.pythonhosted.org", "github.com:443"],
+            &["evil.pythonhosted.org"],
+        );
         assert_eq!(r.verdict("pypi.org", 443), Verdict::Allowed { exact: true });
-        assert_eq!(r.verdict("files.pythonhosted.org", 443), Verdict::Allowed { exact: false });
+        assert_eq!(
+            r.verdict("files.pythonhosted.org", 443),
+            Verdict::Allowed { exact: false }
+        );
         assert_eq!(r.verdict("pythonhosted.org", 443), Verdict::Unlisted);
         assert_eq!(r.verdict("xpythonhosted.org", 443), Verdict::Unlisted);
-        assert_eq!(r.verdict("github.com", 443), Verdict::Allowed { exact: true });
+        assert_eq!(
+            r.verdict("github.com", 443),
+            Verdict::Allowed { exact: true }
+        );
         assert_eq!(r.verdict("github.com", 22), Verdict::Unlisted);
         assert_eq!(
             r.verdict("evil.pythonhosted.org", 443),
-            Verdict::Denied { entry: "evil.pythonhosted.org".into() }
+            Verdict::Denied {
+                entry: "evil.pythonhosted.org".into()
+            }
         );
         assert_eq!(r.verdict("pypi.org.evil.com", 443), Verdict::Unlisted);
     }
 
     #[test]
     fn loopback_cannot_be_allowed_through_the_proxy() {
-        for entry in ["localhost", "localhost:5432", "127.0.0.1:80", "[::1]:80", "db.localhost"] {
+        for entry in [
+            "localhost",
+            "localhost:5432",
+            "127.0.0.1:80",
+            "[::1]:80",
+            "db.localhost",
+        ] {
             let err = HostRules::new(&[entry.to_string()], &[]).unwrap_err();
             assert!(err.contains("network.host_ports"), "{entry}: {err}");
         }
@@ -248,12 +320,33 @@ mod tests {
 
     #[test]
     fn local_and_metadata_addresses_are_not_public() {
-        for ip in ["127.0.0.1", "127.1.2.3", "0.0.0.0", "10.1.2.3", "172.31.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "::1", "::", "fe80::1", "fd00::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe"] {
-            assert!(non_public(ip.parse().unwrap()).is_some(), "{ip} taken for public");
+        for ip in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "0.0.0.0",
+            "10.1.2.3",
+            "172.31.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "::1",
+            "::",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "64:ff9b::a9fe:a9fe",
+        ] {
+            assert!(
+                non_public(ip.parse().unwrap()).is_some(),
+                "{ip} taken for public"
+            );
         }
         for ip in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "1.1.1.1"] {
             assert_eq!(non_public(ip.parse().unwrap()), None, "{ip}");
         }
-        assert!(non_public("169.254.169.254".parse().unwrap()).unwrap().contains("metadata"));
+        assert!(non_public("169.254.169.254".parse().unwrap())
+            .unwrap()
+            .contains("metadata"));
     }
 }

@@ -365,7 +365,13 @@ fn wait_serving(child: libc::pid_t, sockets: &OwnedFd, forward: impl Fn(libc::c_
         let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
         let size = std::mem::size_of::<libc::signalfd_siginfo>();
         // SAFETY: read into a buffer of exactly one record.
-        let n = unsafe { libc::read(signals, (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+        let n = unsafe {
+            libc::read(
+                signals,
+                (&mut info as *mut libc::signalfd_siginfo).cast(),
+                size,
+            )
+        };
         if n != size as isize {
             continue;
         }
