@@ -161,3 +161,72 @@ print("refused.test", get("refused.test")[0])
     );
     assert_eq!(asked.lock().unwrap().len(), 2);
 }
+
+/// Approve-and-retry for a proxy denial: the orchestrator's approver widens the policy by
+/// exactly the host the denial names, and the second attempt reaches it; with network approvals
+/// on the orchestrator, the same host is asked about while the command runs instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_orchestrator_retries_with_the_exact_host_or_routes_it_to_the_approver_mid_run() {
+    use cordon::orchestrator::{widen, ApprovalRequest, Approver, Decision, Orchestrator};
+    if !common::userns_available() {
+        eprintln!("SKIPPED: proxy mode needs user namespaces");
+        return;
+    }
+    struct Widen;
+    impl Approver for Widen {
+        async fn decide(&self, ask: &ApprovalRequest) -> Decision {
+            match widen(&ask.policy, &ask.denials) {
+                Ok(wider) => Decision::RetryWith(wider),
+                Err(_) => Decision::Deny,
+            }
+        }
+    }
+    let tree = common::Tree::new();
+    let (port, connections) = upstream();
+    let local: IpAddr = "127.0.0.1".parse().unwrap();
+    let resolver = Resolver::with_hosts([("api.test".to_owned(), vec![local])]);
+    let url = format!("http://api.test:{port}/");
+    let request = || {
+        ExecRequest::sandboxed(
+            ["curl", "-sS", "-f", "-m", "20", &url],
+            &tree.cwd,
+            policy(&tree.cwd),
+        )
+        .network_resolver(resolver.clone())
+    };
+    let sandbox = Sandbox::new(Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon")));
+    let orchestrator = Orchestrator::new(sandbox.clone());
+    let run = orchestrator.run(request(), &Widen).await;
+    assert_eq!(run.first.outcome.kind(), "denied");
+    let Some(Decision::RetryWith(wider)) = &run.decision else {
+        panic!("{:?}", run.decision)
+    };
+    assert_eq!(wider.network.allow, vec!["api.test".to_owned()]);
+    let second = run.second.as_ref().unwrap();
+    assert_eq!(second.outcome.kind(), "success", "{}", second.stderr.text());
+    assert_eq!(second.stdout.text(), "ok\n");
+    assert_eq!(
+        *connections.lock().unwrap(),
+        1,
+        "only the retry reached the server"
+    );
+
+    // Routed while the command runs: one attempt, no retry.
+    let asked = Arc::new(Mutex::new(0));
+    let count = Arc::clone(&asked);
+    let orchestrator =
+        Orchestrator::new(sandbox).with_network_approvals(NetworkApprovals::new(move |r| {
+            *count.lock().unwrap() += 1;
+            async move { r.host == "api.test" }
+        }));
+    let run = orchestrator.run(request(), &Widen).await;
+    assert_eq!(
+        run.first.outcome.kind(),
+        "success",
+        "{}",
+        run.first.stderr.text()
+    );
+    assert!(run.decision.is_none() && run.second.is_none());
+    assert_eq!(*asked.lock().unwrap(), 1);
+    assert_eq!(*connections.lock().unwrap(), 2);
+}
