@@ -1003,3 +1003,91 @@ fn a_published_dev_server_is_answered_from_outside_while_the_run_lasts() {
     );
     assert!(!tree.cwd.join("ran").exists());
 }
+
+#[test]
+fn tricky_requests_reach_only_the_allowed_host() {
+    if skip_without_namespaces() {
+        return;
+    }
+    let tree = Tree::new();
+    let up = Upstream::start();
+    let hosts = hosts_file(
+        &tree,
+        &[("127.0.0.1", "upstream.test"), ("127.0.0.1", "evil.test")],
+    );
+    let allow = format!("upstream.test:{}", up.port);
+    // Raw requests on the proxy's port, as a hostile client would write them; each prints the
+    // status line (or SOCKS5 reply code) it got.
+    let script = format!(
+        r#"
+import socket
+PORT = {port}
+def http(raw):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(raw.encode())
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk: break
+        data += chunk
+    return data.split(b"\r\n")[0].decode()
+def socks(atyp, addr):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(b"\x05\x01\x00"); s.recv(2)
+    s.sendall(b"\x05\x01\x00" + bytes([atyp]) + addr + PORT.to_bytes(2, "big"))
+    return "socks %d" % s.recv(10)[1]
+print(http(f"GET http://upstream.test:{{PORT}}@evil.test:{{PORT}}/ HTTP/1.1\r\nHost: x\r\n\r\n"))
+print(http(f"GET / HTTP/1.1\r\nHost: upstream.test:{{PORT}}\r\n\r\n"))
+print(http(f"CONNECT evil.test:{{PORT}} HTTP/1.1\r\n\r\n"))
+print(http(f"GET http://EVIL.test.:{{PORT}}/ HTTP/1.1\r\n\r\n"))
+print(http(f"GET http://0x7f000001:{{PORT}}/ HTTP/1.1\r\n\r\n"))
+print(http(f"GET http://[::ffff:127.0.0.1]:{{PORT}}/ HTTP/1.1\r\n\r\n"))
+print(http(f"GET https://upstream.test:{{PORT}}/ HTTP/1.1\r\n\r\n"))
+print(socks(1, bytes([127, 0, 0, 1])))
+print(socks(3, bytes([9]) + b"evil.test"))
+print(http(f"GET http://Upstream.TEST.:{{PORT}}/ok HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: x\r\n\r\n"))
+"#,
+        port = up.port
+    );
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            python().to_str().unwrap(),
+            "-c",
+            &script,
+        ],
+    );
+    assert_eq!(
+        stdout(&out),
+        "HTTP/1.1 400 Bad Request\n\
+         HTTP/1.1 400 Bad Request\n\
+         HTTP/1.1 403 Forbidden\n\
+         HTTP/1.1 403 Forbidden\n\
+         HTTP/1.1 403 Forbidden\n\
+         HTTP/1.1 403 Forbidden\n\
+         HTTP/1.1 400 Bad Request\n\
+         socks 2\n\
+         socks 2\n\
+         HTTP/1.1 200 OK\n",
+        "{}",
+        stderr(&out)
+    );
+    // Only the last request arrived, for the allowed name, with its own Host.
+    let heads = up.heads();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(heads[0].starts_with("GET /ok HTTP/1.1\r\n"), "{}", heads[0]);
+    assert!(
+        heads[0].contains(&format!("Host: Upstream.TEST.:{}\r\n", up.port)),
+        "{}",
+        heads[0]
+    );
+    assert!(
+        !heads[0].contains("evil") && !heads[0].contains("Proxy-Authorization"),
+        "{}",
+        heads[0]
+    );
+}

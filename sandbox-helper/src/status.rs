@@ -2,7 +2,9 @@
 //!
 //! The fd is close-on-exec, so a successful `execve` closes it: the parent reads records until
 //! end of file. At most one `confined` record comes first; then, if `execve` failed, one
-//! `exec_error`. A `setup_error` means the command never ran.
+//! `exec_error`. A `setup_error` means the command never ran. Before `confined`, `fds` records
+//! may hand descriptors to the parent ([`send_fds`]; the fd is then a unix socket, and the
+//! parent reads with [`read_records_with_fds`]): the listeners of the managed network.
 //!
 //! ```
 //! use cordon_sandbox::status::{StatusRecord, read_records};

@@ -131,76 +131,101 @@ pub fn proxy_url() -> String {
 /// proxy for them loses nothing.
 pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
 
+/// What a proxy variable is set to.
+#[derive(Debug, Clone, Copy)]
+enum ProxyValue {
+    /// `http://127.0.0.1:3128`: HTTP, and HTTPS through CONNECT.
+    Http,
+    /// `socks5h://127.0.0.1:3128`: SOCKS5 with names resolved by the proxy.
+    Socks,
+    /// [`NO_PROXY`].
+    Bypass,
+    /// `1`, for a switch.
+    On,
+}
+
 /// The variables the command gets in `proxy` mode, each with the tools that read it. Set over
 /// whatever the caller's environment had: a `NO_PROXY=*` inherited from the host would
 /// otherwise send every client straight at a namespace with no way out.
+const PROXY_ENV: &[(&str, ProxyValue, &str)] = &[
+    (
+        "HTTP_PROXY",
+        ProxyValue::Http,
+        "curl, wget, Python (urllib, requests, pip), Go, Ruby, cargo, git",
+    ),
+    (
+        "http_proxy",
+        ProxyValue::Http,
+        "curl reads only the lower-case one for http://",
+    ),
+    (
+        "HTTPS_PROXY",
+        ProxyValue::Http,
+        "the same tools for https:// (CONNECT)",
+    ),
+    (
+        "https_proxy",
+        ProxyValue::Http,
+        "the lower-case form, which wget and older tools read",
+    ),
+    (
+        "ALL_PROXY",
+        ProxyValue::Socks,
+        "curl for other schemes; socks5h so names resolve outside",
+    ),
+    ("all_proxy", ProxyValue::Socks, "the lower-case form"),
+    (
+        "NO_PROXY",
+        ProxyValue::Bypass,
+        "only the namespace's own loopback",
+    ),
+    ("no_proxy", ProxyValue::Bypass, "the lower-case form"),
+    (
+        "npm_config_proxy",
+        ProxyValue::Http,
+        "npm reads its own config, not HTTP_PROXY (older releases)",
+    ),
+    (
+        "npm_config_https_proxy",
+        ProxyValue::Http,
+        "npm's https registry traffic",
+    ),
+    (
+        "YARN_HTTP_PROXY",
+        ProxyValue::Http,
+        "Yarn 2+ ignores HTTP_PROXY",
+    ),
+    ("YARN_HTTPS_PROXY", ProxyValue::Http, "Yarn 2+ for https"),
+    (
+        "CARGO_HTTP_PROXY",
+        ProxyValue::Http,
+        "cargo's own setting, above a proxy in ~/.cargo/config",
+    ),
+    (
+        "PIP_PROXY",
+        ProxyValue::Http,
+        "pip's own setting, above a proxy in pip.conf",
+    ),
+    (
+        "NODE_USE_ENV_PROXY",
+        ProxyValue::On,
+        "Node's fetch and http honour HTTP_PROXY only with it (Node 22.21+, 24)",
+    ),
+];
+
+/// The proxy variables as `(name, value)`.
 pub fn proxy_env() -> Vec<(&'static str, String)> {
-    let http = proxy_url();
-    let socks = format!("socks5h://127.0.0.1:{PROXY_PORT}");
-    let table: [(&str, &String, &str); 15] = [
-        (
-            "HTTP_PROXY",
-            &http,
-            "curl, wget, Python (urllib, requests, pip), Go, Ruby, cargo",
-        ),
-        (
-            "http_proxy",
-            &http,
-            "curl reads only the lower-case one for http://",
-        ),
-        (
-            "HTTPS_PROXY",
-            &http,
-            "the same tools for https:// (CONNECT)",
-        ),
-        (
-            "https_proxy",
-            &http,
-            "the lower-case form, which wget and older tools read",
-        ),
-        (
-            "ALL_PROXY",
-            &socks,
-            "curl for other schemes; socks5h so names resolve outside",
-        ),
-        ("all_proxy", &socks, "the lower-case form"),
-        (
-            "NO_PROXY",
-            &NO_PROXY.to_owned(),
-            "only the namespace's own loopback",
-        ),
-        ("no_proxy", &NO_PROXY.to_owned(), "the lower-case form"),
-        (
-            "npm_config_proxy",
-            &http,
-            "npm reads its own config, not HTTP_PROXY (older releases)",
-        ),
-        (
-            "npm_config_https_proxy",
-            &http,
-            "npm's https registry traffic",
-        ),
-        ("YARN_HTTP_PROXY", &http, "Yarn 2+ ignores HTTP_PROXY"),
-        ("YARN_HTTPS_PROXY", &http, "Yarn 2+ for https"),
-        (
-            "CARGO_HTTP_PROXY",
-            &http,
-            "cargo's own setting, above a proxy in ~/.cargo/config",
-        ),
-        (
-            "PIP_PROXY",
-            &http,
-            "pip's own setting, above a proxy in pip.conf",
-        ),
-        (
-            "NODE_USE_ENV_PROXY",
-            &"1".to_owned(),
-            "Node's fetch and http honour HTTP_PROXY only with it (Node 22.21+, 24)",
-        ),
-    ];
-    table
-        .into_iter()
-        .map(|(name, value, _why)| (name, value.clone()))
+    PROXY_ENV
+        .iter()
+        .map(|&(name, value, _why)| {
+            let value = match value {
+                ProxyValue::Http => proxy_url(),
+                ProxyValue::Socks => format!("socks5h://127.0.0.1:{PROXY_PORT}"),
+                ProxyValue::Bypass => NO_PROXY.to_owned(),
+                ProxyValue::On => "1".to_owned(),
+            };
+            (name, value)
+        })
         .collect()
 }
 
@@ -317,7 +342,8 @@ impl Service {
     }
 }
 
-/// For `argv`-free callers: the environment changes for `policy` (empty unless `proxy`).
+/// The command's environment changes under `policy`: the proxy variables in `proxy` mode,
+/// nothing otherwise.
 pub(crate) fn env_for(policy: &SandboxPolicy) -> Vec<(OsString, OsString)> {
     if policy.network.mode != NetworkMode::Proxy {
         return Vec::new();

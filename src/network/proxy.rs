@@ -476,10 +476,11 @@ async fn read_head(client: &mut TcpStream) -> std::io::Result<(String, Vec<u8>)>
     }
 }
 
+/// Answers a refused HTTP request: 403 for a denial, 400/502 for a failure, with a body
+/// that says why (and, for a denial, what would allow it).
 async fn refuse(client: &mut TcpStream, refusal: &Refusal) {
     let body = format!("cordon: {}\n", refusal.message);
     let _ = respond(client, refusal.status, &body).await;
-    let _ = refusal.denied;
 }
 
 async fn respond(client: &mut TcpStream, status: u16, body: &str) -> std::io::Result<()> {
