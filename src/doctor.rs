@@ -129,8 +129,8 @@ const NAMESPACES: [Namespace; 4] = [
         name: "net_namespace",
         layer: Layer::NetNamespace,
         flag: libc::CLONE_NEWNET,
-        gives: "network.mode = \"loopback\": a private network with only lo",
-        without: "network.mode = \"loopback\" is unavailable (refused, or under report the network is denied instead)",
+        gives: "network.mode = \"loopback\" and \"proxy\": a private network with only lo (and cordon's proxy)",
+        without: "network.mode = \"loopback\" and \"proxy\" are unavailable (refused, or under report the network is denied instead)",
     },
 ];
 

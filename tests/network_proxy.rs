@@ -909,6 +909,39 @@ fn without_user_namespaces_proxy_is_refused_or_denied_as_enforcement_says() {
         "{text}"
     );
     assert_eq!(up.heads(), Vec::<String>::new());
+    // A published port is not left open on the host for a sandbox that has no network.
+    let host_port = free_port();
+    let publish = format!("3000:{host_port}");
+    let mut child = KillOnDrop(
+        without_userns(&command(
+            &tree,
+            &hosts,
+            &[
+                "-p",
+                profile.to_str().unwrap(),
+                "--publish",
+                &publish,
+                "--",
+                "sh",
+                "-c",
+                "echo started; sleep 5",
+            ],
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    let mut started = String::new();
+    BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut started)
+        .unwrap();
+    assert_eq!(started, "started\n");
+    let conn = std::net::TcpStream::connect(("127.0.0.1", host_port));
+    assert_eq!(
+        conn.map(|_| ()).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionRefused)
+    );
 }
 
 /// A free port on the host's loopback (bound and released; the race with another process

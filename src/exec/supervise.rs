@@ -263,6 +263,16 @@ fn read_status(
         if let (StatusRecord::Fds { tag, .. }, Some(network)) = (record, &network) {
             network.serve(tag, fds);
         }
+        // Without user namespaces, under `report`, the helper runs with the network denied
+        // instead: nothing is served, and published ports must not stay open on the host.
+        if let (StatusRecord::Confined(receipt), Some(network)) = (record, &network) {
+            if !receipt
+                .layers
+                .contains(&cordon_sandbox::status::Layer::NetNamespace)
+            {
+                network.stop();
+            }
+        }
         if let (StatusRecord::Confined(receipt), Some(hook)) = (record, &hook) {
             hook.call(receipt);
         }
