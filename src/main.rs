@@ -339,9 +339,13 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     if let Some(limit) = args.output_limit {
         request = request.output_limit(limit);
     }
-    let resolver = cordon::network::Resolver::from_env()
-        .with_context(|| format!("cannot read {}", cordon::network::HOSTS_FILE_ENV))?;
-    request = request.network_resolver(resolver);
+    // Only where a proxy resolves names: a hosts file is no concern of any other run.
+    let proxied = (request.policy.as_ref()).is_some_and(|p| p.network.mode == NetworkMode::Proxy);
+    if proxied {
+        let resolver = cordon::network::Resolver::from_env()
+            .with_context(|| format!("cannot read {}", cordon::network::HOSTS_FILE_ENV))?;
+        request = request.network_resolver(resolver);
+    }
     let snapshot = use_cached_snapshot(&mut request, !args.no_snapshot);
     Ok(Prepared::Run(Box::new(request), snapshot))
 }
