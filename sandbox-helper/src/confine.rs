@@ -293,11 +293,12 @@ impl Env {
                 policy.network.publish.clear();
             }
         }
-        if status.is_none() && !namespaces::net::Listeners::of(&policy).is_empty() {
-            // The proxy and the host ports are served by the parent through sockets handed over
-            // on the status socket; without one, connections would wait forever.
+        if !namespaces::net::Listeners::of(&policy).is_empty() && !status.is_some_and(is_socket) {
+            // The proxy, host ports and published ports are served by the parent through
+            // sockets handed over on the status socket; without one, connections would wait
+            // forever.
             return Err(SetupError::Arguments(format!(
-                "network.mode = \"{}\" with a proxy or host ports needs --status-fd (a unix socket to the parent that serves them)",
+                "network.mode = \"{}\" with a proxy, host ports or published ports needs --status-fd to be a unix socket to the parent that serves them",
                 policy.network.mode.name()
             )));
         }
@@ -529,6 +530,14 @@ fn hold_until_shown(hold: Option<RawFd>, receipt: &ConfinementReceipt) -> io::Re
             return Err(err);
         }
     }
+}
+
+/// Whether `fd` is a socket (descriptors can be sent over it).
+fn is_socket(fd: RawFd) -> bool {
+    // SAFETY: `stat` is plain data for which all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into `st`, a valid, writable stat buffer; `fd` is only an integer.
+    unsafe { libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK }
 }
 
 /// Checks the hold fd is open and makes it close-on-exec: the command must never inherit it.

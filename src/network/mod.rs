@@ -353,3 +353,58 @@ pub(crate) fn env_for(policy: &SandboxPolicy) -> Vec<(OsString, OsString)> {
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_proxy_names_only_the_sandboxs_own_loopback() {
+        let env = proxy_env();
+        for name in ["NO_PROXY", "no_proxy"] {
+            let value = &env.iter().find(|(n, _)| *n == name).unwrap().1;
+            assert_eq!(value, "localhost,127.0.0.1,::1");
+        }
+        for name in [
+            "HTTP_PROXY",
+            "https_proxy",
+            "npm_config_proxy",
+            "YARN_HTTPS_PROXY",
+        ] {
+            let value = &env.iter().find(|(n, _)| *n == name).unwrap().1;
+            assert_eq!(value, "http://127.0.0.1:3128", "{name}");
+        }
+        assert!(env.contains(&("ALL_PROXY", "socks5h://127.0.0.1:3128".to_owned())));
+    }
+
+    #[tokio::test]
+    async fn the_hosts_file_answers_before_the_system_resolver() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hosts");
+        std::fs::write(
+            &path,
+            "# test names\n127.0.0.1 Up.test alias.test\n::1 up.test\n\n",
+        )
+        .unwrap();
+        let resolver = Resolver::from_hosts_file(&path).unwrap();
+        let addrs = resolver.resolve("up.test", 80).await.unwrap();
+        assert_eq!(
+            addrs,
+            vec!["127.0.0.1:80".parse().unwrap(), "[::1]:80".parse().unwrap()]
+        );
+        assert_eq!(
+            resolver.resolve("alias.test", 8).await.unwrap(),
+            vec!["127.0.0.1:8".parse().unwrap()]
+        );
+        assert_eq!(
+            resolver.resolve("10.0.0.1", 9).await.unwrap(),
+            vec!["10.0.0.1:9".parse().unwrap()]
+        );
+        std::fs::write(&path, "not-an-address up.test\n").unwrap();
+        let err = Resolver::from_hosts_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("\"not-an-address\" is not an IP address"),
+            "{err}"
+        );
+    }
+}
