@@ -394,15 +394,8 @@ impl Env {
             None => namespaces::Entered::default(),
         };
         // Right after the namespace step made them, before anything of the command runs: the
-        // parent serves the proxy and host ports on these listeners. Their close-on-exec flag
-        // keeps them from the command.
-        for (tag, fds) in std::mem::take(&mut entered.listeners) {
-            let status = self
-                .status_fd()
-                .ok_or_else(|| SetupError::Arguments("listeners need --status-fd".into()))?;
-            let borrowed: Vec<_> = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
-            status::send_fds(status, &tag, &borrowed).map_err(SetupError::Status)?;
-        }
+        // parent serves the proxy, host ports and published ports through these.
+        self.hand_over(std::mem::take(&mut entered.listeners))?;
         // Before no_new_privs and Landlock: dropping the bounding set needs CAP_SETPCAP.
         process::drop_capabilities()?;
         // Before Landlock and seccomp, which require it without CAP_SYS_ADMIN; also stops
@@ -440,6 +433,22 @@ impl Env {
         // After the report and before execve: the parent shows what is not enforced before
         // the command can write a byte of its own.
         hold_until_shown(self.hold, &receipt).map_err(SetupError::Status)
+    }
+
+    /// Sends the managed network's sockets to the parent on the status socket, then closes
+    /// this process's copies (close-on-exec would too): the command never holds them.
+    fn hand_over(
+        &self,
+        listeners: Vec<(String, Vec<std::os::fd::OwnedFd>)>,
+    ) -> Result<(), SetupError> {
+        for (tag, fds) in listeners {
+            let status = self
+                .status_fd()
+                .ok_or_else(|| SetupError::Arguments("listeners need --status-fd".into()))?;
+            let borrowed: Vec<_> = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
+            status::send_fds(status, &tag, &borrowed).map_err(SetupError::Status)?;
+        }
+        Ok(())
     }
 
     /// What is in force: `layers`, plus what the namespace step found at run time.
