@@ -250,6 +250,9 @@ pub fn non_public(ip: IpAddr) -> Option<&'static str> {
                 .iter()
                 .find(|(net, bits, _)| prefix_matches(u128::from(v6), u128::from(*net), *bits, 128))
                 .map(|(_, _, why)| *why)
+                // ::/96, IPv4-compatible (deprecated): some stacks take ::7f00:1 for 127.0.0.1.
+                .or((segments[..6] == [0; 6])
+                    .then_some("IPv4-compatible (deprecated; it names the IPv4 address inside)"))
         }
     }
 }
@@ -336,6 +339,8 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
             "64:ff9b::a9fe:a9fe",
+            "::127.0.0.1",
+            "::a9fe:a9fe",
         ] {
             assert!(
                 non_public(ip.parse().unwrap()).is_some(),
@@ -345,6 +350,9 @@ mod tests {
         for ip in ["93.184.216.34", "172.32.0.1", "2606:4700::1111", "1.1.1.1"] {
             assert_eq!(non_public(ip.parse().unwrap()), None, "{ip}");
         }
+        assert!(non_public("::1".parse().unwrap())
+            .unwrap()
+            .starts_with("loopback"));
         assert!(non_public("169.254.169.254".parse().unwrap())
             .unwrap()
             .contains("metadata"));
