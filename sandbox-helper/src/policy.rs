@@ -397,6 +397,11 @@ impl SandboxPolicy {
 
     fn check_private_network(&self) -> Result<(), PolicyError> {
         let n = &self.network;
+        // Landlock's connect list would cut the command off from the proxy itself; in proxy
+        // mode the allow list decides where connections go.
+        if n.mode == NetworkMode::Proxy && n.tcp_connect.is_some() {
+            return Err(PolicyError::PortsWithoutNetwork("tcp_connect"));
+        }
         if n.mode != NetworkMode::Proxy {
             for (field, list) in [("allow", &n.allow), ("deny", &n.deny)] {
                 if !list.is_empty() {
@@ -770,6 +775,12 @@ mod tests {
             );
         }
         policy.network.allow.clear();
+        policy.network.tcp_connect = Some(vec![443]);
+        assert_eq!(
+            policy.validate(),
+            Err(PolicyError::PortsWithoutNetwork("tcp_connect"))
+        );
+        policy.network.tcp_connect = None;
         policy.network.host_ports = vec![5432, 5432];
         assert!(matches!(
             policy.validate(),

@@ -281,7 +281,10 @@ impl Context {
         let mut last = None;
         for addr in permitted {
             match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
-                Ok(Ok(stream)) => return Ok(stream),
+                Ok(Ok(stream)) => {
+                    tracing::info!("proxy: {target} connected to {addr}");
+                    return Ok(stream);
+                }
                 Ok(Err(e)) => last = Some(e.to_string()),
                 Err(_) => last = Some("timed out".into()),
             }
@@ -299,6 +302,7 @@ impl Context {
         let message = format!(
             "network access to {target} denied by cordon's proxy: {rule}; allow with {allow_with}"
         );
+        tracing::info!("proxy: {message}");
         let denial = Denial {
             operation: Operation::Network,
             target: Some(target.to_owned()),
