@@ -148,9 +148,29 @@ fn curl_and_python_urllib_reach_an_allowed_host_by_name() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), BODY);
+    // The proxy also listens on the sandbox's ::1.
+    let out = run(
+        &tree,
+        &hosts,
+        &[
+            "--allow-domain",
+            &allow,
+            "--",
+            "curl",
+            "-sS",
+            "-f",
+            "-m",
+            "20",
+            "-x",
+            "http://[::1]:3128",
+            &url,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), BODY);
     // Forwarded in origin form, with the Host of the URL and no proxy headers.
     let heads = up.heads();
-    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert_eq!(heads.len(), 3, "{heads:?}");
     for head in &heads {
         assert!(head.starts_with("GET /simple/?q=1 HTTP/1.1\r\n"), "{head}");
         assert!(
