@@ -472,6 +472,10 @@ impl Session {
             let snapshot_kind = snapshot.kind;
             let mut rw = RewriteOptions::new(snapshot);
             rw.keep_overrides(request.env.set.keys());
+            // The proxy's variables win over a startup file's too (see `crate::network`).
+            if let Some(policy) = &self.opts.policy {
+                rw.keep_overrides(&crate::network::env_names(policy));
+            }
             rw.env_scripts = true;
             rw.path_prepend = self.opts.path_prepend.clone();
             let pipe = if explicit_cwd {

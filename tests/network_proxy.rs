@@ -1144,3 +1144,36 @@ print(http(f"GET http://Upstream.TEST.:{{PORT}}/ok HTTP/1.1\r\nHost: evil.test\r
         heads[0]
     );
 }
+
+#[test]
+fn a_login_shells_own_proxy_settings_do_not_override_cordons() {
+    if skip_without_namespaces() {
+        return;
+    }
+    let tree = Tree::new();
+    let up = Upstream::start();
+    let hosts = hosts_file(&tree, &[("127.0.0.1", "upstream.test")]);
+    // What a developer's startup file may well hold; the shell snapshot replays its exports.
+    std::fs::write(
+        tree.home.join(".bash_profile"),
+        "export NO_PROXY='*' no_proxy='*' http_proxy=http://corporate.example:8080 HTTP_PROXY=http://corporate.example:8080\nexport MY_SETTING=kept\n",
+    )
+    .unwrap();
+    let allow = format!("upstream.test:{}", up.port);
+    let script = format!(
+        "echo \"$MY_SETTING $NO_PROXY $http_proxy\"; curl -sS -f -m 20 http://upstream.test:{}/",
+        up.port
+    );
+    let out = run(
+        &tree,
+        &hosts,
+        &["--allow-domain", &allow, "--", "bash", "-lc", &script],
+    );
+    assert_eq!(
+        stdout(&out),
+        format!("kept localhost,127.0.0.1,::1 http://127.0.0.1:3128\n{BODY}"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(up.heads().len(), 1);
+}

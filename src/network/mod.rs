@@ -342,6 +342,12 @@ impl Service {
     }
 }
 
+/// The names [`env_for`] sets under `policy`: a shell snapshot must not replay its own values
+/// over them.
+pub fn env_names(policy: &SandboxPolicy) -> Vec<OsString> {
+    env_for(policy).into_iter().map(|(name, _)| name).collect()
+}
+
 /// The command's environment changes under `policy`: the proxy variables in `proxy` mode,
 /// nothing otherwise.
 pub(crate) fn env_for(policy: &SandboxPolicy) -> Vec<(OsString, OsString)> {
