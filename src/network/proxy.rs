@@ -216,11 +216,13 @@ impl Context {
         if port == 0 {
             return Err(Refusal::failure(400, "port 0 cannot be reached".into()));
         }
-        let target = if host.contains(':') {
-            format!("[{host}]:{port}")
+        // As an allow entry writes it: an IPv6 address in brackets.
+        let named = if host.contains(':') {
+            format!("[{host}]")
         } else {
-            format!("{host}:{port}")
+            host.clone()
         };
+        let target = format!("{named}:{port}");
         let exact = match self.rules.verdict(&host, port) {
             Verdict::Allowed { exact } => exact,
             Verdict::Denied { entry } => {
@@ -238,14 +240,14 @@ impl Context {
                     return Err(self.deny(
                         &target,
                         format!("{target} is not in network.allow, and the approver refused it"),
-                        format!("--allow-domain {host}"),
+                        format!("--allow-domain {named}"),
                     ))
                 }
                 None => {
                     return Err(self.deny(
                         &target,
                         format!("{target} is not in network.allow"),
-                        format!("--allow-domain {host}"),
+                        format!("--allow-domain {named}"),
                     ))
                 }
             },
@@ -273,7 +275,7 @@ impl Context {
                 Some((ip, why)) => self.deny(
                     &target,
                     format!("{host} resolves to {ip}, which is {why}; only an allow entry naming the host exactly reaches such an address"),
-                    format!("--allow-domain {host}:{port}"),
+                    format!("--allow-domain {target}"),
                 ),
                 None => Refusal::failure(502, format!("{host} has no address")),
             });
