@@ -165,7 +165,13 @@ pub fn stderr_lines(result: &ExecResult<Denial>) -> Vec<String> {
             "interrupted; killed {program} and its process group"
         )],
         Outcome::Rejected { reason } => vec![reason.clone()],
-        Outcome::Success | Outcome::Failed { .. } | Outcome::Signaled { .. } => Vec::new(),
+        // The proxy's refusals are first-hand even when the command went on (a `curl` without
+        // `-f` printing the 403, a client that fell back to another host): say them.
+        Outcome::Success | Outcome::Failed { .. } | Outcome::Signaled { .. } => result
+            .network_denials
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
     };
     // A command that fails for want of a credential should be told why; a success, or a
     // failure the sandbox already explains, needs no note.

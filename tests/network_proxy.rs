@@ -214,6 +214,13 @@ fn a_host_not_allowed_gets_a_403_and_a_denial_record_and_nothing_reaches_it() {
     );
     let body = stdout(&out);
     assert!(body.ends_with("403"), "{body}");
+    // The command succeeded (curl without -f), and cordon still says what the proxy refused.
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains(&format!("cordon: denied network access to other.test:{} (other.test:{} is not in network.allow; allow with --allow-domain other.test) (from cordon's proxy)", up.port, up.port)),
+        "{}",
+        stderr(&out)
+    );
     assert!(
         body.contains(&format!("network access to other.test:{} denied", up.port))
             && body.contains("allow with --allow-domain other.test"),
