@@ -174,7 +174,7 @@ fn listen(ip: IpAddr, port: u16) -> Result<OwnedFd, SetupError> {
 }
 
 /// The socket-request channel for published ports: `(parent's end, init's end)`, both
-/// close-on-exec. A datagram-free stream pair, like the status channel.
+/// close-on-exec, the init's non-blocking. A stream pair, like the status channel.
 pub fn socket_request_pair() -> Result<(OwnedFd, OwnedFd), SetupError> {
     let mut fds = [0; 2];
     // SAFETY: socketpair writes two descriptors into `fds`.
@@ -193,7 +193,18 @@ pub fn socket_request_pair() -> Result<(OwnedFd, OwnedFd), SetupError> {
         });
     }
     // SAFETY: the kernel just returned these descriptors and nothing else owns them.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    let (parent_end, init_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The init's end never blocks: pid 1 must go on reaping and forwarding signals whatever
+    // the parent does; an answer that does not fit ends the serving instead.
+    // SAFETY: fcntl setting a status flag on a descriptor this function owns.
+    if unsafe { libc::fcntl(init_end.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+        return Err(SetupError::Listener {
+            address: "the socket-request channel".into(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok((parent_end, init_end))
 }
 
 /// In the init: answers every request waiting on `channel` (one byte each, `4` or `6`) with
