@@ -221,3 +221,55 @@ target/release/examples/exec_bench --helper "$helper" --execs "${BENCH_EXECS:-40
 
 # Glob patterns in deny_read / read_only (issue 14): resolution cost on a 100,000-file workspace.
 scripts/bench_patterns.sh "$cordon"
+# Managed network (issue 10): the start-up cost of `--network proxy` (private namespace, the
+# proxy's listeners handed to the parent) against `--network denied`, end to end through the
+# CLI; then 1 GiB downloaded by curl from a server on the host's loopback, directly and from
+# inside the sandbox through the proxy, in the same run. Target: proxied >= 0.8x direct.
+for round in $(seq "$rounds"); do
+  CORDON_HELPER=$helper hyperfine -N --warmup 10 --runs "${BENCH_NET_RUNS:-100}" --export-json "$work/net-$round.json" \
+    -n 'cordon run --network denied -- true' "$cordon run --network denied -- $true_bin" \
+    -n 'cordon run --network proxy -- true' "$cordon run --network proxy -- $true_bin" >/dev/null
+done
+python3 - "$work" "$rounds" <<'PY'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+means = {}
+for i in range(1, rounds + 1):
+    for x in json.load(open(f"{work}/net-{i}.json"))["results"]:
+        means.setdefault(x["command"], []).append(x["mean"] * 1000)
+ms = {k: statistics.median(v) for k, v in means.items()}
+print(f"managed network, median of {rounds} rounds of hyperfine means:")
+for name in ["cordon run --network denied -- true", "cordon run --network proxy -- true"]:
+    print(f"  {name:38} {ms[name]:7.3f} ms")
+print(f"  proxy mode costs {ms['cordon run --network proxy -- true'] - ms['cordon run --network denied -- true']:.3f} ms more")
+PY
+mkdir -p "$work/served"
+truncate -s 1G "$work/served/big"
+python3 -c 'import http.server, functools, sys
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+h = functools.partial(Quiet, directory=sys.argv[1])
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+open(sys.argv[2], "w").write(str(s.server_address[1]))
+s.serve_forever()' "$work/served" "$work/port" &
+server=$!
+trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
+while [ ! -s "$work/port" ]; do sleep 0.1; done
+port=$(cat "$work/port")
+echo "127.0.0.1 bench.test" >"$work/hosts"
+direct=() proxied=()
+for round in $(seq "$rounds"); do
+  direct+=("$(curl -sS -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$port/big")")
+  proxied+=("$(CORDON_HELPER=$helper CORDON_PROXY_HOSTS=$work/hosts "$cordon" run --allow-domain "bench.test:$port" \
+    -- curl -sS -o /dev/null -w '%{speed_download}' "http://bench.test:$port/big")")
+done
+python3 - "${direct[*]}" "${proxied[*]}" <<'PY'
+import statistics, sys
+direct = statistics.median(float(x) for x in sys.argv[1].split())
+proxied = statistics.median(float(x) for x in sys.argv[2].split())
+print("1 GiB download from the host's loopback, median of rounds:")
+print(f"  direct (no sandbox)            {direct / 2**20:8.1f} MiB/s")
+print(f"  through cordon's proxy         {proxied / 2**20:8.1f} MiB/s")
+print(f"ratio proxied / direct: {proxied / direct:.3f} (target >= 0.8)")
+PY

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use cordon_sandbox::landlock_rules;
 use cordon_sandbox::namespaces::userns;
-use cordon_sandbox::policy::{Enforcement, NetworkMode, SandboxPolicy};
+use cordon_sandbox::policy::{Enforcement, SandboxPolicy};
 use cordon_sandbox::status::{Approximation, ConfinementReceipt, Downgrade, Layer, Step};
 use serde::Serialize;
 
@@ -129,8 +129,8 @@ const NAMESPACES: [Namespace; 4] = [
         name: "net_namespace",
         layer: Layer::NetNamespace,
         flag: libc::CLONE_NEWNET,
-        gives: "network.mode = \"loopback\": a private network with only lo",
-        without: "network.mode = \"loopback\" is unavailable (refused, or under report the network is denied instead)",
+        gives: "network.mode = \"loopback\" and \"proxy\": a private network with only lo (and cordon's proxy)",
+        without: "network.mode = \"loopback\" and \"proxy\" are unavailable (refused, or under report the network is denied instead)",
     },
 ];
 
@@ -529,7 +529,7 @@ async fn check_policy(
         Layer::MountNamespace,
         Layer::IpcNamespace,
     ];
-    if policy.network.mode == NetworkMode::Loopback {
+    if policy.network.mode.is_private() {
         expected.push(Layer::NetNamespace);
     }
     let missing_layers: Vec<MissingLayer> = expected

@@ -240,8 +240,15 @@ impl Helper {
     ) -> Result<Launch, HelperError> {
         let floor = fd_floor(pass)?;
         let core_limit = guard_supervisor().map_err(HelperError::GuardSupervisor)?;
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| HelperError::Pipe(io::Error::from(e)))?;
+        // A socket pair, not a pipe: the helper hands listening sockets (the proxy's, host
+        // ports') over it with SCM_RIGHTS. Stream, so records stay lines as on a pipe.
+        let (read, write) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::Stream,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| HelperError::Pipe(io::Error::from(e)))?;
         // Above every target, so that installing the passed descriptors cannot overwrite it.
         let write = dup_at_least(&write, floor).map_err(HelperError::Pipe)?;
         let write_fd = write.as_raw_fd();

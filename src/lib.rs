@@ -36,6 +36,7 @@ pub mod context;
 pub mod doctor;
 pub mod exec;
 pub mod helper;
+pub mod network;
 pub mod orchestrator;
 pub mod patch;
 mod path_walk;

@@ -50,7 +50,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run PROGRAM confined by a profile (default: workspace-write).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Inspect or clean the shell snapshot cache.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
@@ -108,6 +108,19 @@ struct RunArgs {
     /// Let the command reach unix sockets outside the sandbox.
     #[arg(long)]
     allow_unix_sockets: bool,
+    /// Let the command reach HOST (or `*.DOMAIN`, every subdomain), at any port or at PORT,
+    /// through cordon's proxy (repeatable; implies `--network proxy`).
+    #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
+    allow_domains: Vec<String>,
+    /// Let the command reach the service on the host's loopback at PORT, at the same port on
+    /// its own 127.0.0.1 and ::1 (repeatable; needs `--network loopback` or `proxy`).
+    #[arg(long = "allow-host-port", value_name = "PORT")]
+    allow_host_ports: Vec<u16>,
+    /// Make the server the command runs on PORT reachable from the host's loopback at HOSTPORT
+    /// (default: the same port) while the run lasts (repeatable; needs `--network loopback`
+    /// or `proxy`).
+    #[arg(long = "publish", value_name = "PORT[:HOSTPORT]", value_parser = parse_publish)]
+    publish: Vec<cordon::sandbox::policy::PublishedPort>,
     /// Print the resolved policy as one line of JSON and exit without running anything.
     #[arg(long)]
     print_policy: bool,
@@ -147,6 +160,9 @@ enum NetworkArg {
     Denied,
     /// A private network with only the loopback interface (needs user namespaces).
     Loopback,
+    /// A private network whose only way out is cordon's filtering proxy (needs user
+    /// namespaces); hosts from `--allow-domain` and the profile's `network.allow`.
+    Proxy,
     Enabled,
 }
 
@@ -197,7 +213,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => {
             let json = args.json;
-            match run(args) {
+            match run(*args) {
                 Ok(code) => code,
                 Err(e) => {
                     let message = one_line(&e);
@@ -355,11 +371,14 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     let overrides = Overrides {
         writable: absolute_entries(&cwd, &args.writable),
         readable: absolute_entries(&cwd, &args.readable),
-        network: args.network.map(|n| match n {
-            NetworkArg::Denied => NetworkMode::Denied,
-            NetworkArg::Loopback => NetworkMode::Loopback,
-            NetworkArg::Enabled => NetworkMode::Enabled,
-        }),
+        network: match args.network {
+            Some(NetworkArg::Denied) => Some(NetworkMode::Denied),
+            Some(NetworkArg::Loopback) => Some(NetworkMode::Loopback),
+            Some(NetworkArg::Proxy) => Some(NetworkMode::Proxy),
+            Some(NetworkArg::Enabled) => Some(NetworkMode::Enabled),
+            None if !args.allow_domains.is_empty() => Some(NetworkMode::Proxy),
+            None => None,
+        },
         allow_unix_sockets: args.allow_unix_sockets,
         read_only: args.read_only.clone(),
         deny_read: args.deny_read.clone(),
@@ -367,6 +386,9 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
             EnforcementArg::Refuse => Enforcement::Refuse,
             EnforcementArg::Report => Enforcement::Report,
         }),
+        allow_domains: args.allow_domains.clone(),
+        host_ports: args.allow_host_ports.clone(),
+        publish: args.publish.clone(),
     };
     let resolved = profile
         .with_overrides(&overrides)
@@ -451,6 +473,13 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     if let Some(limit) = args.output_limit {
         request = request.output_limit(limit);
     }
+    // Only where a proxy resolves names: a hosts file is no concern of any other run.
+    let proxied = (request.policy.as_ref()).is_some_and(|p| p.network.mode == NetworkMode::Proxy);
+    if proxied {
+        let resolver = cordon::network::Resolver::from_env()
+            .with_context(|| format!("cannot read {}", cordon::network::HOSTS_FILE_ENV))?;
+        request = request.network_resolver(resolver);
+    }
     let snapshot = use_cached_snapshot(&mut request, !args.no_snapshot);
     Ok(Prepared::Run(Box::new(request), snapshot))
 }
@@ -534,6 +563,24 @@ async fn pass_through(
         }
     }
     Err(anyhow!("the runtime ended without a result"))
+}
+
+/// `PORT[:HOSTPORT]` of `--publish`.
+fn parse_publish(text: &str) -> Result<cordon::sandbox::policy::PublishedPort, String> {
+    let port = |p: &str| {
+        p.parse::<u16>()
+            .ok()
+            .filter(|&n| n != 0)
+            .ok_or_else(|| format!("{p:?} is not a port from 1 to 65535"))
+    };
+    let (inside, host) = match text.split_once(':') {
+        Some((inside, host)) => (port(inside)?, port(host)?),
+        None => (port(text)?, port(text)?),
+    };
+    Ok(cordon::sandbox::policy::PublishedPort {
+        port: inside,
+        host_port: host,
+    })
 }
 
 /// Command-line paths as profile entries, relative ones taken from the working directory.

@@ -33,7 +33,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use cordon_sandbox::policy::{NetworkMode, SandboxPolicy, UnixSockets};
+use cordon_sandbox::policy::{split_host_pattern, NetworkMode, SandboxPolicy, UnixSockets};
 
 use crate::classify::{classify_result, Denial, Operation};
 use crate::exec::{ExecRequest, ExecResult, Outcome, Sandbox};
@@ -96,6 +96,9 @@ pub struct Orchestrator {
     sandbox: Sandbox,
     unsandboxed: Sandbox,
     approvals: Mutex<HashMap<ApprovalKey, Decision>>,
+    /// Where the proxy routes unlisted hosts while a command runs (`network.mode = "proxy"`),
+    /// for every attempt whose request has no approver of its own.
+    network_approvals: Option<crate::network::NetworkApprovals>,
 }
 
 /// What an approval covers: the exact set of denials (operation, target, rule).
@@ -108,7 +111,19 @@ impl Orchestrator {
             sandbox,
             unsandboxed: Sandbox::without_helper(),
             approvals: Mutex::new(HashMap::new()),
+            network_approvals: None,
         }
+    }
+
+    /// Routes hosts that no `network.allow` entry covers to `approvals` while the command runs,
+    /// instead of refusing them and asking after the run (deferred network approvals; see
+    /// [`crate::network::NetworkApprovals`]). The answers are the session's: this orchestrator's.
+    pub fn with_network_approvals(
+        mut self,
+        approvals: crate::network::NetworkApprovals,
+    ) -> Orchestrator {
+        self.network_approvals = Some(approvals);
+        self
     }
 
     /// Runs `request`; on `Denied` asks `approver` (or the cache) and runs a second attempt if
@@ -181,7 +196,10 @@ impl Orchestrator {
         }
     }
 
-    async fn attempt(&self, request: ExecRequest) -> ExecResult {
+    async fn attempt(&self, mut request: ExecRequest) -> ExecResult {
+        if request.network.approvals.is_none() {
+            request.network.approvals = self.network_approvals.clone();
+        }
         match request.policy {
             Some(_) => self.sandbox.exec(request).await,
             None => self.unsandboxed.exec(request).await,
@@ -240,7 +258,8 @@ pub enum WidenError {
 }
 
 /// The widening of `policy` that `denials` show in their `allow_with`, and nothing more: the
-/// exact path of `--writable PATH` / `--readable PATH` as a root, the network, or unix sockets.
+/// exact path of `--writable PATH` / `--readable PATH` as a root, the network, one exact host
+/// of `--allow-domain HOST[:PORT]` (proxy mode), or unix sockets.
 /// All or nothing: when any denial cannot be granted exactly as shown, the error says which and
 /// why, and no retry should be made with something else. An existing ancestor of a missing
 /// path is never granted in its place, and `/` never at all, whatever the denial says (denials
@@ -262,6 +281,18 @@ pub fn widen(policy: &SandboxPolicy, denials: &[Denial]) -> Result<SandboxPolicy
             }
             Operation::Network if shown == "--network enabled" => {
                 wider.network.mode = NetworkMode::Enabled;
+            }
+            // The proxy's own denials: one exact host (with the port when one is shown) in
+            // `network.allow`, never a wildcard, and only where the proxy is what runs.
+            Operation::Network if shown.starts_with("--allow-domain ") => {
+                let entry = &shown["--allow-domain ".len()..];
+                let exact = matches!(split_host_pattern(entry), Ok((_, false, _)));
+                if policy.network.mode != NetworkMode::Proxy || !exact {
+                    return Err(not_grantable(shown));
+                }
+                if !wider.network.allow.iter().any(|e| e == entry) {
+                    wider.network.allow.push(entry.to_owned());
+                }
             }
             Operation::UnixSocket if shown == "--allow-unix-sockets" => {
                 wider.network.unix_sockets = UnixSockets::Allow;

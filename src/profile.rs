@@ -42,7 +42,7 @@ use trust::{walk, PlantablePlaces, PlantedLink, Walk};
 
 use cordon_sandbox::policy::{
     single_line, CarveOut, Enforcement, EnforcementPolicy, FilesystemPolicy, NetworkMode,
-    NetworkPolicy, PatternExpansion, SandboxPolicy, UnixSockets, POLICY_VERSION,
+    NetworkPolicy, PatternExpansion, PublishedPort, SandboxPolicy, UnixSockets, POLICY_VERSION,
 };
 
 /// The built-in presets.
@@ -128,6 +128,11 @@ struct Rules {
     unix_sockets: UnixSockets,
     tcp_connect: Option<Vec<u16>>,
     tcp_bind: Option<Vec<u16>>,
+    /// `network.allow`, `network.deny`, `network.host_ports` (proxy and loopback modes).
+    allow: Vec<String>,
+    deny: Vec<String>,
+    host_ports: Vec<u16>,
+    publish: Vec<PublishedPort>,
     enforcement: EnforcementPolicy,
     /// `enforcement` as the person set it (their profile file or `--enforcement`), not a
     /// preset's: only this relaxes the `read_only` and `deny_read` entries they wrote.
@@ -148,6 +153,10 @@ impl Rules {
             unix_sockets: UnixSockets::Deny,
             tcp_connect: None,
             tcp_bind: None,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            host_ports: Vec::new(),
+            publish: Vec::new(),
             enforcement: EnforcementPolicy::STRICT,
             own_enforcement: None,
         }
@@ -207,6 +216,19 @@ struct NetworkSection {
     unix_sockets: Option<UnixSockets>,
     tcp_connect: Option<Vec<u16>>,
     tcp_bind: Option<Vec<u16>>,
+    /// Hosts the proxy lets through (`mode = "proxy"`); added to the preset's.
+    #[serde(default)]
+    allow: Vec<String>,
+    /// Hosts the proxy refuses whatever `allow` says.
+    #[serde(default)]
+    deny: Vec<String>,
+    /// Ports of host-loopback services the command may reach (`loopback`, `proxy`).
+    #[serde(default)]
+    host_ports: Vec<u16>,
+    /// Ports of servers inside the sandbox reachable from the host's loopback at the same
+    /// port (`loopback`, `proxy`).
+    #[serde(default)]
+    publish: Vec<u16>,
 }
 
 /// Why a profile could not be loaded or resolved. Messages are one line and name the problem.
@@ -476,6 +498,12 @@ pub struct Overrides {
     pub deny_read: Vec<String>,
     /// `--enforcement`: replaces the profile's, as the person's own choice.
     pub enforcement: Option<Enforcement>,
+    /// `--allow-domain HOST[:PORT]`: added to `network.allow`.
+    pub allow_domains: Vec<String>,
+    /// `--allow-host-port PORT`: added to `network.host_ports`.
+    pub host_ports: Vec<u16>,
+    /// `--publish PORT[:HOSTPORT]`: added to `network.publish`.
+    pub publish: Vec<PublishedPort>,
 }
 
 impl PermissionProfile {
@@ -568,6 +596,10 @@ impl PermissionProfile {
                 || n.unix_sockets.is_some()
                 || n.tcp_connect.is_some()
                 || n.tcp_bind.is_some()
+                || !n.allow.is_empty()
+                || !n.deny.is_empty()
+                || !n.host_ports.is_empty()
+                || !n.publish.is_empty()
                 || file.enforcement.is_some();
             if sets_sandbox_keys {
                 return Err(ProfileError::ExtendsFullAccess(origin.to_owned()));
@@ -617,6 +649,15 @@ impl PermissionProfile {
         if file.network.tcp_bind.is_some() {
             rules.tcp_bind = file.network.tcp_bind;
         }
+        rules.allow.extend(file.network.allow);
+        rules.deny.extend(file.network.deny);
+        rules.host_ports.extend(file.network.host_ports);
+        rules
+            .publish
+            .extend(file.network.publish.iter().map(|&port| PublishedPort {
+                port,
+                host_port: port,
+            }));
         if let Some(e) = file.enforcement {
             rules.set_enforcement(e);
         }
@@ -647,6 +688,13 @@ impl PermissionProfile {
             if let Some(e) = overrides.enforcement {
                 rules.set_enforcement(e);
             }
+            rules.allow.extend(overrides.allow_domains.iter().cloned());
+            for port in &overrides.host_ports {
+                if !rules.host_ports.contains(port) {
+                    rules.host_ports.push(*port);
+                }
+            }
+            rules.publish.extend(overrides.publish.iter().copied());
         }
         self
     }
@@ -854,6 +902,10 @@ impl PermissionProfile {
                 unix_sockets: rules.unix_sockets,
                 tcp_connect: rules.tcp_connect.clone(),
                 tcp_bind: rules.tcp_bind.clone(),
+                allow: rules.allow.clone(),
+                deny: rules.deny.clone(),
+                host_ports: rules.host_ports.clone(),
+                publish: rules.publish.clone(),
             },
             enforcement: rules.enforcement,
             markers: None,

@@ -42,7 +42,8 @@ impl Report<'_> {
 pub fn json(result: &ExecResult<Denial>) -> String {
     let denials = match &result.outcome {
         Outcome::Denied { denials, .. } => denials.as_slice(),
-        _ => &[],
+        // The proxy's refusals of a run that succeeded anyway (a `curl` that printed the 403).
+        _ => result.network_denials.as_slice(),
     };
     Report {
         outcome: result.outcome.kind(),
@@ -160,7 +161,13 @@ pub fn stderr_lines(result: &ExecResult<Denial>) -> Vec<String> {
             "interrupted; killed {program} and its process group"
         )],
         Outcome::Rejected { reason } => vec![reason.clone()],
-        Outcome::Success | Outcome::Failed { .. } | Outcome::Signaled { .. } => Vec::new(),
+        // The proxy's refusals are first-hand even when the command went on (a `curl` without
+        // `-f` printing the 403, a client that fell back to another host): say them.
+        Outcome::Success | Outcome::Failed { .. } | Outcome::Signaled { .. } => result
+            .network_denials
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
     };
     // A command that fails for want of a credential should be told why; a success, or a
     // failure the sandbox already explains, needs no note.

@@ -138,6 +138,9 @@ pub struct SessionOptions {
     pub snapshot_env: EnvPolicy,
     /// The runtime's own `PATH` entries, put in front of the snapshot's.
     pub path_prepend: Vec<PathBuf>,
+    /// The managed network's approver and resolver for every command (`network.mode =
+    /// "proxy"`); its approvals are remembered for the whole session.
+    pub network: crate::network::NetworkOptions,
 }
 
 impl SessionOptions {
@@ -155,6 +158,7 @@ impl SessionOptions {
             snapshot_timeout: crate::snapshot::DEFAULT_TIMEOUT,
             snapshot_env: EnvPolicy::default(),
             path_prepend: Vec::new(),
+            network: crate::network::NetworkOptions::default(),
         }
     }
 
@@ -462,11 +466,16 @@ impl Session {
         exec.output_limit = request.output_limit;
         exec.stdin = request.stdin.clone();
         exec.cancel = request.cancel.clone();
+        exec.network = self.opts.network.clone();
         let mut report = None;
         if let Some((snapshot, content)) = snapshot {
             let snapshot_kind = snapshot.kind;
             let mut rw = RewriteOptions::new(snapshot);
             rw.keep_overrides(request.env.set.keys());
+            // The proxy's variables win over a startup file's too (see `crate::network`).
+            if let Some(policy) = &self.opts.policy {
+                rw.keep_overrides(&crate::network::env_names(policy));
+            }
             rw.env_scripts = true;
             rw.path_prepend = self.opts.path_prepend.clone();
             let pipe = if explicit_cwd {

@@ -121,6 +121,11 @@ pub fn use_cached_snapshot(request: &mut ExecRequest, want_snapshot: bool) -> Sn
         let mut rw = RewriteOptions::new(cached.snapshot.clone());
         // Explicit --env values win over the snapshot, as the sandbox markers do.
         rw.keep_overrides(request.env.set.keys());
+        // And so do the proxy's variables: a startup file's `export NO_PROXY=*` must not send
+        // clients around the proxy.
+        if let Some(policy) = &request.policy {
+            rw.keep_overrides(&cordon::network::env_names(policy));
+        }
         wrap_with_snapshot(request, &rw, &cached.content, None)?;
         Ok(())
     };

@@ -532,7 +532,7 @@ fn argument_errors_are_one_line_and_keep_the_valid_values() {
     assert_eq!(out.status.code(), Some(125));
     assert_eq!(
         stderr(&out),
-        "cordon: invalid value 'maybe' for '--network <MODE>' [possible values: denied, loopback, enabled]\n"
+        "cordon: invalid value 'maybe' for '--network <MODE>' [possible values: denied, loopback, proxy, enabled]\n"
     );
     let out = tree.run(&["--frobnicate", "--", "true"]);
     assert_eq!(out.status.code(), Some(125));

@@ -23,7 +23,7 @@ use crate::error::SetupError;
 use crate::namespaces::{self, userns};
 use crate::policy::{CarveOut, Enforcement, NetworkMode, SandboxPolicy};
 use crate::status::{
-    write_record, Approximation, ConfinementReceipt, Downgrade, Layer, StatusRecord,
+    self, write_record, Approximation, ConfinementReceipt, Downgrade, Layer, StatusRecord,
 };
 use crate::{landlock_rules, process, syscall_rules};
 
@@ -305,16 +305,32 @@ impl Env {
             _ => Vec::new(),
         };
         if let Err(missing) = &userns {
-            if policy.network.mode == NetworkMode::Loopback {
+            if policy.network.mode.is_private() {
+                // Denied is the only mode left that confines as much: no host port, no proxy,
+                // nothing reached that a private namespace would have kept out.
                 layer_downgrades.push(Downgrade {
-                    restriction: "network_loopback".into(),
+                    restriction: format!("network_{}", policy.network.mode.name()),
                     reason: format!(
-                        "a private loopback network needs a network namespace: {}; under enforcement = \"report\" the network is denied instead",
+                        "a private {} network needs a network namespace: {}; under enforcement = \"report\" the network is denied instead",
+                        policy.network.mode.name(),
                         missing.reason
                     ),
                 });
                 policy.network.mode = NetworkMode::Denied;
+                policy.network.allow.clear();
+                policy.network.deny.clear();
+                policy.network.host_ports.clear();
+                policy.network.publish.clear();
             }
+        }
+        if !namespaces::net::Listeners::of(&policy).is_empty() && !status.is_some_and(is_socket) {
+            // The proxy, host ports and published ports are served by the parent through
+            // sockets handed over on the status socket; without one, connections would wait
+            // forever.
+            return Err(SetupError::Arguments(format!(
+                "network.mode = \"{}\" with a proxy, host ports or published ports needs --status-fd to be a unix socket to the parent that serves them",
+                policy.network.mode.name()
+            )));
         }
         refuse_if_required(policy.enforcement.missing_layer, &layer_downgrades)?;
         let namespaces = userns.is_ok().then(|| namespaces::Plan::new(&policy));
@@ -417,6 +433,9 @@ impl Env {
             Some(plan) => namespaces::enter(plan, self.parent)?,
             None => namespaces::Entered::default(),
         };
+        // Right after the namespace step made them, before anything of the command runs: the
+        // parent serves the proxy, host ports and published ports through these.
+        self.hand_over(std::mem::take(&mut entered.listeners))?;
         // Before no_new_privs and Landlock: dropping the bounding set needs CAP_SETPCAP.
         process::drop_capabilities()?;
         // Before Landlock and seccomp, which require it without CAP_SYS_ADMIN; also stops
@@ -454,6 +473,22 @@ impl Env {
         // After the report and before execve: the parent shows what is not enforced before
         // the command can write a byte of its own.
         hold_until_shown(self.hold, &receipt).map_err(SetupError::Status)
+    }
+
+    /// Sends the managed network's sockets to the parent on the status socket, then closes
+    /// this process's copies (close-on-exec would too): the command never holds them.
+    fn hand_over(
+        &self,
+        listeners: Vec<(String, Vec<std::os::fd::OwnedFd>)>,
+    ) -> Result<(), SetupError> {
+        for (tag, fds) in listeners {
+            let status = self
+                .status_fd()
+                .ok_or_else(|| SetupError::Arguments("listeners need --status-fd".into()))?;
+            let borrowed: Vec<_> = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
+            status::send_fds(status, &tag, &borrowed).map_err(SetupError::Status)?;
+        }
+        Ok(())
     }
 
     /// What is in force: `layers`, plus what the namespace step found at run time.
@@ -516,6 +551,8 @@ pub fn report(status: Option<BorrowedFd<'_>>, record: &StatusRecord) -> io::Resu
             }
         }
         StatusRecord::SetupError { message, .. } => eprintln!("cordon-sandbox: {message}"),
+        // Descriptors need a status socket; without one there is nobody to hand them to.
+        StatusRecord::Fds { .. } => {}
         StatusRecord::ExecError {
             program, message, ..
         } => eprintln!("cordon-sandbox: {program}: {message}"),
@@ -545,6 +582,14 @@ fn hold_until_shown(hold: Option<RawFd>, receipt: &ConfinementReceipt) -> io::Re
             return Err(err);
         }
     }
+}
+
+/// Whether `fd` is a socket (descriptors can be sent over it).
+fn is_socket(fd: RawFd) -> bool {
+    // SAFETY: `stat` is plain data for which all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into `st`, a valid, writable stat buffer; `fd` is only an integer.
+    unsafe { libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK }
 }
 
 /// Checks the hold fd is open and makes it close-on-exec: the command must never inherit it.

@@ -145,6 +145,14 @@ pub enum SetupError {
     /// `lo` could not be brought up in the private network namespace.
     #[error("cannot bring up the loopback interface: {0}")]
     Loopback(io::Error),
+    /// A listening socket for the proxy or a host port could not be opened in the namespace.
+    #[error("cannot listen on {address} in the sandbox's network namespace: {source}")]
+    Listener {
+        /// The address.
+        address: String,
+        /// The failure.
+        source: io::Error,
+    },
     /// Forking the init or the command, or arranging its signals, failed.
     #[error("cannot start the sandbox's init ({what}): {source}")]
     Init {
@@ -175,7 +183,7 @@ impl SetupError {
             SetupError::Chdir { .. } => Step::Chdir,
             SetupError::Namespace { .. } => Step::Namespaces,
             SetupError::Mount { .. } | SetupError::SymlinkInView { .. } => Step::Mounts,
-            SetupError::Loopback(_) => Step::Loopback,
+            SetupError::Loopback(_) | SetupError::Listener { .. } => Step::Loopback,
             SetupError::Init { .. } => Step::Init,
         }
     }
@@ -196,7 +204,8 @@ impl SetupError {
             | SetupError::NoNewPrivs(e)
             | SetupError::Signals(e)
             | SetupError::Status(e)
-            | SetupError::Loopback(e) => e.raw_os_error(),
+            | SetupError::Loopback(e)
+            | SetupError::Listener { source: e, .. } => e.raw_os_error(),
             SetupError::Seccomp { errno, .. } | SetupError::PassFd { errno, .. } => *errno,
             SetupError::SymlinkInPolicy { .. } | SetupError::SymlinkInView { .. } => {
                 Some(libc::ELOOP)

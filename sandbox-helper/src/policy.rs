@@ -139,7 +139,53 @@ pub struct NetworkPolicy {
     /// When set (network enabled only), TCP `bind` is allowed to these ports and no other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_bind: Option<Vec<u16>>,
+    /// `proxy` mode: the hosts cordon's proxy lets the command reach (`pypi.org`,
+    /// `*.pythonhosted.org` for subdomains only, `github.com:443`). The parent enforces them;
+    /// the helper only checks their form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// `proxy` mode: hosts refused even when an `allow` entry matches (deny wins).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// `loopback` and `proxy` modes: ports of services on the host's loopback that the command
+    /// reaches at the same port on its own 127.0.0.1 and ::1, and no other host port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_ports: Vec<u16>,
+    /// `loopback` and `proxy` modes: servers the command runs on these ports of its own
+    /// loopback, reachable from the host's loopback while the run lasts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publish: Vec<PublishedPort>,
 }
+
+/// A port published from the sandbox to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedPort {
+    /// The port the command's server listens on, inside.
+    pub port: u16,
+    /// The port on the host's 127.0.0.1 (and ::1) that reaches it.
+    pub host_port: u16,
+}
+
+impl Default for NetworkPolicy {
+    /// No network: the mode every preset starts from.
+    fn default() -> NetworkPolicy {
+        NetworkPolicy {
+            mode: NetworkMode::Denied,
+            unix_sockets: UnixSockets::Deny,
+            tcp_connect: None,
+            tcp_bind: None,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            host_ports: Vec::new(),
+            publish: Vec::new(),
+        }
+    }
+}
+
+/// The port of cordon's proxy on the sandbox's own 127.0.0.1 and ::1 in `proxy` mode (HTTP,
+/// `CONNECT` and SOCKS5 on one port). Fixed: the namespace is private, so nothing else holds it.
+pub const PROXY_PORT: u16 = 3128;
 
 /// Whether the command gets a network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,6 +197,10 @@ pub enum NetworkMode {
     /// and reach the command's own processes on 127.0.0.1 and ::1, nothing outside. Needs the
     /// namespace layer.
     Loopback,
+    /// Like `loopback`, and the only way out is cordon's filtering proxy on 127.0.0.1 and ::1
+    /// port [`PROXY_PORT`], which the helper opens in the namespace and hands to the parent.
+    /// Needs the namespace layer.
+    Proxy,
     /// Sockets of every family can be created.
     Enabled,
 }
@@ -166,8 +216,14 @@ impl NetworkMode {
         match self {
             NetworkMode::Denied => "denied",
             NetworkMode::Loopback => "loopback",
+            NetworkMode::Proxy => "proxy",
             NetworkMode::Enabled => "enabled",
         }
+    }
+
+    /// True for the modes that put the command in a private network namespace.
+    pub fn is_private(self) -> bool {
+        matches!(self, NetworkMode::Loopback | NetworkMode::Proxy)
     }
 }
 
@@ -268,6 +324,34 @@ pub enum PolicyError {
     /// A marker name or value is not acceptable.
     #[error("markers: {0}")]
     Marker(String),
+    /// An `allow`/`deny` entry is not `HOST`, `*.DOMAIN` or either with `:PORT`.
+    #[error("network.{field}: {entry:?} is not a host name, an IP address or *.domain, with an optional :port ({why})")]
+    HostPattern {
+        /// `allow` or `deny`.
+        field: &'static str,
+        /// The entry.
+        entry: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A network field that only one mode uses.
+    #[error("network.{field} needs network.mode = {needs}")]
+    NetworkFieldWithoutMode {
+        /// The field.
+        field: &'static str,
+        /// The modes that use it.
+        needs: &'static str,
+    },
+    /// A port that cannot be used (0, the proxy's own port, or listed twice).
+    #[error("network.{field}: port {port} {why}")]
+    BadPort {
+        /// The field.
+        field: &'static str,
+        /// The port.
+        port: u16,
+        /// Why.
+        why: &'static str,
+    },
 }
 
 impl SandboxPolicy {
@@ -364,8 +448,90 @@ impl SandboxPolicy {
                 return Err(PolicyError::PortsWithoutNetwork("tcp_bind"));
             }
         }
+        self.check_private_network()?;
         if let Some(markers) = &self.markers {
             self.check_markers(markers)?;
+        }
+        Ok(())
+    }
+
+    fn check_private_network(&self) -> Result<(), PolicyError> {
+        let n = &self.network;
+        // Landlock's connect list would cut the command off from the proxy itself; in proxy
+        // mode the allow list decides where connections go.
+        if n.mode == NetworkMode::Proxy && n.tcp_connect.is_some() {
+            return Err(PolicyError::PortsWithoutNetwork("tcp_connect"));
+        }
+        if n.mode != NetworkMode::Proxy {
+            for (field, list) in [("allow", &n.allow), ("deny", &n.deny)] {
+                if !list.is_empty() {
+                    return Err(PolicyError::NetworkFieldWithoutMode {
+                        field,
+                        needs: "\"proxy\"",
+                    });
+                }
+            }
+        }
+        for (field, empty) in [
+            ("host_ports", n.host_ports.is_empty()),
+            ("publish", n.publish.is_empty()),
+        ] {
+            if !n.mode.is_private() && !empty {
+                return Err(PolicyError::NetworkFieldWithoutMode {
+                    field,
+                    needs: "\"loopback\" or \"proxy\"",
+                });
+            }
+        }
+        for (i, p) in n.publish.iter().enumerate() {
+            let why = if p.port == 0 || p.host_port == 0 {
+                Some("is not a port")
+            } else if p.port == PROXY_PORT && n.mode == NetworkMode::Proxy {
+                Some("is where cordon's proxy listens inside the sandbox")
+            } else if n.host_ports.contains(&p.port) {
+                Some("is also a host port, which the sandbox's side of it already holds")
+            } else if n.publish[..i]
+                .iter()
+                .any(|q| q.host_port == p.host_port || q.port == p.port)
+            {
+                Some("is published twice")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(PolicyError::BadPort {
+                    field: "publish",
+                    port: p.port,
+                    why,
+                });
+            }
+        }
+        for (field, list) in [("allow", &n.allow), ("deny", &n.deny)] {
+            for entry in list {
+                check_host_pattern(entry).map_err(|why| PolicyError::HostPattern {
+                    field,
+                    entry: entry.clone(),
+                    why,
+                })?;
+            }
+        }
+        for (i, &port) in n.host_ports.iter().enumerate() {
+            let why = if port == 0 {
+                Some("is not a port")
+            } else if port == PROXY_PORT && n.mode == NetworkMode::Proxy {
+                Some("is where cordon's proxy listens inside the sandbox")
+            } else if n.host_ports[..i].contains(&port) {
+                Some("is listed twice")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(PolicyError::BadPort {
+                    field: "host_ports",
+                    port,
+                    why,
+                });
+            }
         }
         Ok(())
     }
@@ -437,6 +603,65 @@ fn derived_markers(mode: NetworkMode) -> BTreeMap<String, String> {
     markers
 }
 
+/// Checks the form of a `network.allow`/`network.deny` entry: `HOST`, `*.DOMAIN`, an IPv4
+/// address or a bracketed IPv6 address, each with an optional `:PORT`. Returns why not.
+pub fn check_host_pattern(entry: &str) -> Result<(), &'static str> {
+    split_host_pattern(entry).map(|_| ())
+}
+
+/// `(host, wildcard, port)` of an entry whose form [`check_host_pattern`] accepts; the host is
+/// lower-case, without brackets or a trailing dot, and without the `*.` of a wildcard.
+pub fn split_host_pattern(entry: &str) -> Result<(String, bool, Option<u16>), &'static str> {
+    let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+        let (inside, after) = rest
+            .split_once(']')
+            .ok_or("an IPv6 address needs its closing ]")?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':').ok_or("only :port may follow ]")?),
+        };
+        inside
+            .parse::<std::net::Ipv6Addr>()
+            .map_err(|_| "not an IPv6 address inside [ ]")?;
+        (inside.to_owned(), port)
+    } else {
+        match entry.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), Some(p)),
+            None => (entry.to_owned(), None),
+        }
+    };
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(0) | Err(_) => return Err("the port must be a number from 1 to 65535"),
+            Ok(n) => Some(n),
+        },
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    if host.parse::<std::net::Ipv6Addr>().is_ok() {
+        return Ok((host, false, port));
+    }
+    let (name, wildcard) = match host.strip_prefix("*.") {
+        Some(rest) => (rest.to_owned(), true),
+        None => (host, false),
+    };
+    if name.is_empty() || name.len() > 253 {
+        return Err("the host name is empty or too long");
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    if !name.split('.').all(label_ok) {
+        return Err("a host name is labels of letters, digits, - and _ separated by dots; * only as a leading *.");
+    }
+    Ok((name, wildcard, port))
+}
+
 fn contradiction(path: &Path, first: &'static str, second: &'static str) -> PolicyError {
     PolicyError::Contradiction {
         path: path.to_path_buf(),
@@ -489,6 +714,7 @@ mod tests {
                 unix_sockets: UnixSockets::Deny,
                 tcp_connect: None,
                 tcp_bind: None,
+                ..NetworkPolicy::default()
             },
             enforcement: EnforcementPolicy::STRICT,
             markers: None,
@@ -592,6 +818,78 @@ mod tests {
         assert_eq!(policy.validate(), Ok(()));
         policy.network.mode = NetworkMode::Loopback;
         assert_eq!(policy.validate(), Ok(()));
+    }
+
+    #[test]
+    fn proxy_fields_need_their_mode_and_a_valid_form() {
+        let mut policy = base();
+        policy.network.allow = vec!["pypi.org".into()];
+        assert!(matches!(
+            policy.validate(),
+            Err(PolicyError::NetworkFieldWithoutMode { field: "allow", .. })
+        ));
+        policy.network.mode = NetworkMode::Proxy;
+        for good in [
+            "pypi.org",
+            "*.pythonhosted.org",
+            "github.com:443",
+            "127.0.0.1:8080",
+            "[::1]:80",
+            "Example.COM.",
+        ] {
+            policy.network.allow = vec![good.into()];
+            assert_eq!(policy.validate(), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "*",
+            "a.*.com",
+            "pypi.org:0",
+            "pypi.org:99999",
+            "host:",
+            "[::1",
+            "-a.com",
+            "a b.com",
+            "*.",
+            "https://pypi.org",
+        ] {
+            policy.network.allow = vec![bad.into()];
+            assert!(
+                matches!(policy.validate(), Err(PolicyError::HostPattern { .. })),
+                "{bad:?} accepted"
+            );
+        }
+        policy.network.allow.clear();
+        policy.network.tcp_connect = Some(vec![443]);
+        assert_eq!(
+            policy.validate(),
+            Err(PolicyError::PortsWithoutNetwork("tcp_connect"))
+        );
+        policy.network.tcp_connect = None;
+        policy.network.host_ports = vec![5432, 5432];
+        assert!(matches!(
+            policy.validate(),
+            Err(PolicyError::BadPort { port: 5432, .. })
+        ));
+        policy.network.host_ports = vec![PROXY_PORT];
+        assert!(matches!(
+            policy.validate(),
+            Err(PolicyError::BadPort { .. })
+        ));
+        policy.network.host_ports = vec![5432];
+        assert_eq!(policy.validate(), Ok(()));
+        policy.network.mode = NetworkMode::Enabled;
+        assert!(matches!(
+            policy.validate(),
+            Err(PolicyError::NetworkFieldWithoutMode {
+                field: "host_ports",
+                ..
+            })
+        ));
+        assert_eq!(
+            split_host_pattern("*.Foo.org:443"),
+            Ok(("foo.org".into(), true, Some(443)))
+        );
     }
 
     #[test]

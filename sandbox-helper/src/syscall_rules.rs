@@ -571,6 +571,7 @@ mod tests {
                 unix_sockets: unix,
                 tcp_connect: None,
                 tcp_bind: None,
+                ..NetworkPolicy::default()
             },
             enforcement: EnforcementPolicy::STRICT,
             markers: None,
@@ -880,6 +881,7 @@ mod socket_tests {
                 unix_sockets: unix,
                 tcp_connect,
                 tcp_bind,
+                ..NetworkPolicy::default()
             },
             enforcement: EnforcementPolicy::STRICT,
             markers: None,

@@ -132,6 +132,9 @@ pub enum EvidenceKind {
     /// The helper's `exec_error` status record: the kernel refused the helper's own `execve`
     /// of the program, before any of the command's code ran.
     HelperRecord,
+    /// cordon's network proxy refused the connection itself (`network.mode = "proxy"`): the
+    /// command asked for that host and port, whatever it printed.
+    Proxy,
 }
 
 /// Everything known about one finished command.

@@ -1,7 +1,7 @@
 //! Classifying a finished run from the runtime: the bridge between [`crate::exec`] and
 //! [`find_denials`].
 
-use super::{find_denials, Denial, Evidence, EvidenceKind};
+use super::{dedupe, find_denials, Denial, Evidence, EvidenceKind};
 use crate::exec::ExecResult;
 
 /// Turns the runtime's unclassified result into one whose outcome is `denied` when, and only
@@ -9,16 +9,24 @@ use crate::exec::ExecResult;
 pub fn classify_result(result: ExecResult) -> ExecResult<Denial> {
     result.classify(|r| match &r.policy {
         None => Vec::new(),
-        Some(policy) => find_denials(&Evidence {
-            policy,
-            cwd: &r.cwd,
-            argv: &r.argv,
-            exit_code: r.exit_code,
-            signal: r.signal,
-            records: &r.records,
-            stdout: &r.stdout.bytes,
-            stderr: &r.stderr.bytes,
-        }),
+        Some(policy) => {
+            let mut found = find_denials(&Evidence {
+                policy,
+                cwd: &r.cwd,
+                argv: &r.argv,
+                exit_code: r.exit_code,
+                signal: r.signal,
+                records: &r.records,
+                stdout: &r.stdout.bytes,
+                stderr: &r.stderr.bytes,
+            });
+            // The proxy's own refusals first-hand: what the command asked for, not what it said.
+            // A run that succeeded anyway is not denied (`classify` keeps its outcome).
+            if r.exit_code != Some(0) {
+                found.extend(r.network_denials.iter().cloned());
+            }
+            dedupe(found)
+        }
     })
 }
 
@@ -40,6 +48,7 @@ impl std::fmt::Display for Denial {
         let known_from = match self.evidence {
             EvidenceKind::Text => "from the command's output",
             EvidenceKind::HelperRecord => "from the helper's exec record",
+            EvidenceKind::Proxy => "from cordon's proxy",
         };
         write!(
             f,

@@ -222,6 +222,9 @@ pub struct ExecRequest {
     /// Called with the helper's receipt as soon as it arrives, before the command is
     /// executed: see [`ExecRequest::on_confined`].
     pub on_confined: Option<ConfinedHook>,
+    /// The caller's side of the managed network (`network.mode = "proxy"`): the approver for
+    /// unlisted hosts and the resolver. See [`crate::network`].
+    pub network: crate::network::NetworkOptions,
 }
 
 /// A function the supervisor calls with the receipt before the command runs.
@@ -279,6 +282,7 @@ impl ExecRequest {
             reported_argv: None,
             inherit_stdout: false,
             on_confined: None,
+            network: crate::network::NetworkOptions::default(),
         }
     }
 
@@ -333,6 +337,19 @@ impl ExecRequest {
         hook: impl Fn(&ConfinementReceipt) + Send + Sync + 'static,
     ) -> ExecRequest {
         self.on_confined = Some(ConfinedHook(Arc::new(hook)));
+        self
+    }
+
+    /// Routes hosts that no `network.allow` entry covers to `approvals` while the command
+    /// runs (proxy mode); share one value across a session to ask once per host.
+    pub fn network_approvals(mut self, approvals: crate::network::NetworkApprovals) -> ExecRequest {
+        self.network.approvals = Some(approvals);
+        self
+    }
+
+    /// Resolves names for the proxy with `resolver`.
+    pub fn network_resolver(mut self, resolver: crate::network::Resolver) -> ExecRequest {
+        self.network.resolver = resolver;
         self
     }
 

@@ -249,6 +249,11 @@ pub struct ExecResult<D = Unclassified> {
     /// Output bytes not delivered as streaming events because the receiver lagged (they are
     /// still in `stdout`/`stderr`, subject to the cap).
     pub events_dropped_bytes: u64,
+    /// Connections cordon's proxy refused (`network.mode = "proxy"`), sorted, each once.
+    /// Classification counts them as denials of a failed run; they are here even when the
+    /// command succeeded anyway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_denials: Vec<crate::classify::Denial>,
 }
 
 impl<D> ExecResult<D> {
@@ -298,6 +303,7 @@ impl ExecResult<Unclassified> {
             duration: self.duration,
             dropped_env: self.dropped_env,
             events_dropped_bytes: self.events_dropped_bytes,
+            network_denials: self.network_denials,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cordon_sandbox::confine::describe_errno;
-use cordon_sandbox::status::{read_records_as_they_come, StatusRecord};
+use cordon_sandbox::status::{read_records_with_fds, StatusRecord};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::mpsc;
@@ -60,14 +60,32 @@ pub(super) async fn run(
         duration: Duration::ZERO,
         dropped_env: Vec::new(),
         events_dropped_bytes: 0,
+        network_denials: Vec::new(),
     };
-    let env = match validate(config, &request) {
+    let mut env = match validate(config, &request) {
         Ok(env) => env,
         Err(reason) => {
             result.outcome = Outcome::Rejected { reason };
             return result;
         }
     };
+    // Before the spawn, so that a policy the proxy cannot serve runs nothing. The service
+    // lives until the end of this function: the listeners in the sandbox are served exactly
+    // as long as the run lasts.
+    let network = match &request.policy {
+        Some(policy) => match crate::network::Service::for_policy(policy, &request.network) {
+            Ok(service) => {
+                set_env(&mut env.vars, crate::network::env_for(policy));
+                service.map(Arc::new)
+            }
+            Err(reason) => {
+                result.outcome = Outcome::Rejected { reason };
+                return result;
+            }
+        },
+        None => None,
+    };
+    let _stop_network = network.clone().map(StopOnDrop);
     result.dropped_env = env.dropped.clone();
     if request.cancel.is_cancelled() {
         result.outcome = Outcome::Cancelled;
@@ -102,8 +120,10 @@ pub(super) async fn run(
     // A blocking read is fine: the status pipe reaches end of file at the helper's execve or
     // exit, and the helper does neither fork nor wait on anything we control.
     let hook = request.on_confined.clone();
-    let status_task = status_read
-        .map(|(file, hold)| tokio::task::spawn_blocking(move || read_status(file, hold, hook)));
+    let served = network.clone();
+    let status_task = status_read.map(|(file, hold)| {
+        tokio::task::spawn_blocking(move || read_status(file, hold, hook, served))
+    });
     let _stdin_task = match (&request.stdin, child.stdin.take()) {
         (StdinSource::Bytes(bytes), Some(mut pipe)) => {
             let bytes = bytes.clone();
@@ -201,8 +221,33 @@ pub(super) async fn run(
         result.signal = status.signal();
     }
     result.outcome = decide(&ended, records, &mut result);
+    if let Some(network) = &network {
+        result.network_denials = network.finish();
+    }
     result.duration = started.elapsed();
     result
+}
+
+/// Sets `changes` over `vars`, keeping them sorted by name.
+fn set_env(
+    vars: &mut Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    changes: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+) {
+    for (name, value) in changes {
+        match vars.binary_search_by(|(k, _)| k.cmp(&name)) {
+            Ok(i) => vars[i].1 = value,
+            Err(i) => vars.insert(i, (name, value)),
+        }
+    }
+}
+
+/// Stops the network service when the run's future ends or is dropped.
+struct StopOnDrop(Arc<crate::network::Service>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// Reads the helper's records until `execve` or its exit. The `confined` record goes to `hook`
@@ -211,9 +256,23 @@ fn read_status(
     file: std::fs::File,
     hold: Option<std::os::fd::OwnedFd>,
     hook: Option<super::ConfinedHook>,
+    network: Option<Arc<crate::network::Service>>,
 ) -> io::Result<Vec<StatusRecord>> {
     let mut hold = hold;
-    let records = read_records_as_they_come(file, |record| {
+    let records = read_records_with_fds(std::os::fd::OwnedFd::from(file), |record, fds| {
+        if let (StatusRecord::Fds { tag, .. }, Some(network)) = (record, &network) {
+            network.serve(tag, fds);
+        }
+        // Without user namespaces, under `report`, the helper runs with the network denied
+        // instead: nothing is served, and published ports must not stay open on the host.
+        if let (StatusRecord::Confined(receipt), Some(network)) = (record, &network) {
+            if !receipt
+                .layers
+                .contains(&cordon_sandbox::status::Layer::NetNamespace)
+            {
+                network.stop();
+            }
+        }
         if let (StatusRecord::Confined(receipt), Some(hook)) = (record, &hook) {
             hook.call(receipt);
         }
@@ -465,7 +524,7 @@ fn decide(
                         message: message.clone(),
                     }
                 }
-                StatusRecord::Confined(_) => {}
+                StatusRecord::Confined(_) | StatusRecord::Fds { .. } => {}
             }
         }
         if result.receipt.is_none() {

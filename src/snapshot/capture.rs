@@ -333,6 +333,7 @@ pub fn capture_policy() -> SandboxPolicy {
             unix_sockets: UnixSockets::Deny,
             tcp_connect: None,
             tcp_bind: None,
+            ..NetworkPolicy::default()
         },
         enforcement: EnforcementPolicy::STRICT,
         markers: None,

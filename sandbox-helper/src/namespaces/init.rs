@@ -256,11 +256,18 @@ pub fn run_monitor(init: libc::pid_t, link: OwnedFd, keep: &[RawFd], on_exit: im
     die_like(status)
 }
 
-/// The init's life after forking the command. Never returns.
-pub fn run_init(command: libc::pid_t, link: OwnedFd) -> ! {
-    close_all_but(&[link.as_raw_fd()]);
+/// The init's life after forking the command. Never returns. With `sockets` (published
+/// ports), it also answers the parent's requests for sockets in this network namespace (see
+/// [`super::net::serve_socket_requests`]).
+pub fn run_init(command: libc::pid_t, link: OwnedFd, sockets: Option<OwnedFd>) -> ! {
+    let mut keep = vec![link.as_raw_fd()];
+    keep.extend(sockets.as_ref().map(AsRawFd::as_raw_fd));
+    close_all_but(&keep);
     // To the command's whole group, as a signal to its group would have reached it.
-    let status = wait_forwarding(command, |signal| forward(-command, signal));
+    let status = match &sockets {
+        None => wait_forwarding(command, |signal| forward(-command, signal)),
+        Some(sockets) => wait_serving(command, sockets, |signal| forward(-command, signal)),
+    };
     // Nothing outlives the command: kill what is left of the namespace and reap it before
     // reporting, so that "the command ended" also means "and nothing of it runs".
     // SAFETY: kill(-1) from pid 1 reaches every other process of its namespace; waitpid
@@ -301,6 +308,74 @@ fn wait_forwarding(child: libc::pid_t, forward: impl Fn(libc::c_int)) -> i32 {
         if signal < 0 {
             continue; // EINTR
         }
+        if signal != libc::SIGCHLD {
+            forward(signal);
+            continue;
+        }
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid with a valid status pointer.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid == child {
+                return status;
+            }
+            if pid <= 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// [`wait_forwarding`], also serving socket requests on `sockets` as they come: the signals
+/// arrive on a signalfd, so one `poll` watches both. A parent that hangs up stops the serving,
+/// not the waiting.
+fn wait_serving(child: libc::pid_t, sockets: &OwnedFd, forward: impl Fn(libc::c_int)) -> i32 {
+    let set = wait_set();
+    // SAFETY: signalfd on a valid set, which is blocked (see `block_signals`).
+    let signals = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
+    if signals < 0 {
+        // Cannot happen short of a broken kernel; the command still gets its init.
+        return wait_forwarding(child, forward);
+    }
+    let mut serving = true;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: signals,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if serving { sockets.as_raw_fd() } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: poll on two valid pollfds (a negative fd is ignored).
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+            continue; // EINTR
+        }
+        if fds[1].revents != 0 {
+            serving = super::net::serve_socket_requests(sockets);
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        // SAFETY: `signalfd_siginfo` is plain data; read fills it.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: read into a buffer of exactly one record.
+        let n = unsafe {
+            libc::read(
+                signals,
+                (&mut info as *mut libc::signalfd_siginfo).cast(),
+                size,
+            )
+        };
+        if n != size as isize {
+            continue;
+        }
+        let signal = info.ssi_signo as libc::c_int;
         if signal != libc::SIGCHLD {
             forward(signal);
             continue;

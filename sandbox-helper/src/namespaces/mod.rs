@@ -18,9 +18,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::SetupError;
-use crate::policy::{NetworkMode, SandboxPolicy};
+use crate::policy::SandboxPolicy;
 use crate::process;
-use crate::status::{Downgrade, Layer};
+use crate::status::{Downgrade, Layer, TAG_PUBLISH};
 
 pub use mounts::ViewPlan;
 
@@ -35,6 +35,8 @@ pub struct Plan {
     gid: libc::gid_t,
     /// A private network namespace with `lo` up.
     pub loopback: bool,
+    /// Listening sockets opened in that namespace for the parent (proxy, host ports).
+    pub listeners: net::Listeners,
     /// The mount view.
     pub view: ViewPlan,
 }
@@ -55,7 +57,8 @@ impl Plan {
             uid: unsafe { libc::geteuid() },
             // SAFETY: as above.
             gid: unsafe { libc::getegid() },
-            loopback: policy.network.mode == NetworkMode::Loopback,
+            loopback: policy.network.mode.is_private(),
+            listeners: net::Listeners::of(policy),
             view: ViewPlan {
                 write: fs.write.clone(),
                 read_only: fs.read_only.clone(),
@@ -119,6 +122,8 @@ pub struct Entered {
     pub downgrades: Vec<Downgrade>,
     /// Placeholders made for `read_only` paths that did not exist.
     pub placeholders: Vec<PathBuf>,
+    /// Listening sockets in the private network namespace, by tag, for the parent.
+    pub listeners: Vec<(String, Vec<std::os::fd::OwnedFd>)>,
 }
 
 /// The step: placeholders, user namespace, pid namespace, the monitor and init processes, then
@@ -180,10 +185,26 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
     if plan.loopback {
         net::loopback_up()?;
     }
+    // In the init, before the command exists: a connection the command makes at once waits in
+    // the backlog until the parent accepts it. The init closes its copies when it starts
+    // waiting; the command's process sends them on and loses them at execve.
+    let mut listeners = plan.listeners.open()?;
+    // Published ports: the parent connects into this namespace through sockets the init makes
+    // here on request (the init outlives nothing: it is already there for the command).
+    let factory = match plan.listeners.publish {
+        true => {
+            let (parent_end, init_end) = net::socket_request_pair()?;
+            listeners.push((TAG_PUBLISH.to_owned(), vec![parent_end]));
+            Some(init_end)
+        }
+        false => None,
+    };
     let command = init::fork_group_leader("fork the command")?;
     if command != 0 {
-        init::run_init(command, link);
+        init::run_init(command, link, factory);
     }
+    // The command's process never holds the init's end.
+    drop(factory);
     drop(link);
     init::restore_signals(&saved_mask)?;
     let mut layers = plan.layers();
@@ -197,6 +218,7 @@ pub fn enter(plan: &Plan, parent: libc::pid_t) -> Result<Entered, SetupError> {
         layers,
         downgrades,
         placeholders: placeholder_paths,
+        listeners,
     })
 }
 
