@@ -46,6 +46,8 @@ pub(crate) struct Walk {
     pub canonical: PathBuf,
     /// The links followed, in order.
     pub hops: Vec<LinkHop>,
+    /// Whether the last component was found (a lenient walk goes on past a missing one).
+    pub exists: bool,
 }
 
 /// Resolves the absolute `path`; `follow_last` says whether a link in the last component is
@@ -53,28 +55,73 @@ pub(crate) struct Walk {
 pub(crate) fn walk(path: &Path, mode: Mode, follow_last: bool) -> io::Result<Walk> {
     let mut pending: Vec<OsString> = Vec::new();
     push_components(&mut pending, path);
-    let mut out = PathBuf::from("/");
-    let mut hops = Vec::new();
+    walk_pending(PathBuf::from("/"), Vec::new(), pending, mode, follow_last)
+}
+
+/// Resolves `rest` (relative) below a directory already walked, as [`walk`] of the joined path
+/// would, without inspecting the base's components again: what a caller resolving many
+/// entries below one anchor (`$HOME`, a writable root) pays once instead of per entry.
+pub(crate) fn walk_below(
+    base: &Walk,
+    rest: &Path,
+    mode: Mode,
+    follow_last: bool,
+) -> io::Result<Walk> {
+    let mut pending: Vec<OsString> = Vec::new();
+    push_components(&mut pending, rest);
+    walk_pending(
+        base.canonical.clone(),
+        base.hops.clone(),
+        pending,
+        mode,
+        follow_last,
+    )
+}
+
+fn walk_pending(
+    mut out: PathBuf,
+    mut hops: Vec<LinkHop>,
+    mut pending: Vec<OsString>,
+    mode: Mode,
+    follow_last: bool,
+) -> io::Result<Walk> {
+    // Lenient: once a component does not exist, nothing below it does either, so the rest is
+    // taken as written without asking the file system again.
+    let mut missing = false;
+    // The root, or a base a caller walked, exists.
+    let mut exists = true;
     while let Some(part) = pending.pop() {
         if part == "/" {
             out = PathBuf::from("/");
+            missing = false;
+            exists = true;
             continue;
         }
         if part == ".." {
-            // `out` holds no link, so its lexical parent is its real parent.
+            // `out` holds no link, so its lexical parent is its real parent (which exists
+            // again when what it left did not).
             out.pop();
+            missing = false;
+            exists = true;
             continue;
         }
         let next = out.join(&part);
         let is_last = pending.is_empty();
+        if missing {
+            out = next;
+            continue;
+        }
         let meta = match std::fs::symlink_metadata(&next) {
             Ok(meta) => meta,
             Err(e) if mode == Mode::Strict => return Err(e),
-            Err(_) => {
+            Err(e) => {
+                missing = matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR));
+                exists = false;
                 out = next;
                 continue;
             }
         };
+        exists = true;
         let follow = meta.file_type().is_symlink() && (follow_last || !is_last);
         if !follow {
             if mode == Mode::Strict && !is_last && !meta.is_dir() {
@@ -109,6 +156,7 @@ pub(crate) fn walk(path: &Path, mode: Mode, follow_last: bool) -> io::Result<Wal
     Ok(Walk {
         canonical: out,
         hops,
+        exists: exists && !missing,
     })
 }
 

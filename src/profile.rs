@@ -862,6 +862,7 @@ impl PermissionProfile {
                 ctx,
                 read: &read,
                 write: &write,
+                anchors: Default::default(),
             };
             protect.apply(rules, &mut read_only, &mut deny_read, &mut notes)?;
         }
@@ -1247,6 +1248,10 @@ struct Protector<'a> {
     ctx: &'a ResolveContext,
     read: &'a [PathBuf],
     write: &'a [PathBuf],
+    /// The walks of the directories entries are found below (`$HOME`, the XDG directories,
+    /// the writable roots), each made once: most entries then cost one `statx`, not one per
+    /// component of their path.
+    anchors: std::cell::RefCell<Vec<(PathBuf, Option<crate::path_walk::Walk>)>>,
 }
 
 /// Where a protected path is, as far as the file system tells.
@@ -1356,6 +1361,48 @@ impl Protector<'_> {
         base.map(|b| b.join(entry.rest)).into_iter().collect()
     }
 
+    /// [`locate`], reusing the walk of the anchor `path` lies below.
+    fn locate(&self, path: &Path) -> Option<Located> {
+        use crate::path_walk::{walk as walk_path, walk_below, Mode};
+        let home = self.ctx.home.clone().filter(|h| h.is_absolute());
+        let anchors = home
+            .iter()
+            .cloned()
+            .chain(self.ctx.xdg_config_home.clone().filter(|p| p.is_absolute()))
+            .chain(self.ctx.xdg_cache_home.clone().filter(|p| p.is_absolute()))
+            .chain(home.iter().map(|h| h.join(".config")))
+            .chain(home.iter().map(|h| h.join(".cache")))
+            .chain(self.write.iter().cloned());
+        let Some(anchor) = anchors
+            .filter(|a| path.starts_with(a) && path != a.as_path())
+            .max_by_key(|a| a.as_os_str().len())
+        else {
+            return locate(path);
+        };
+        let rest = path.strip_prefix(&anchor).ok()?.to_path_buf();
+        let mut cache = self.anchors.borrow_mut();
+        let base = match cache.iter().find(|(a, _)| *a == anchor) {
+            Some((_, walked)) => walked.clone(),
+            None => {
+                let walked = walk_path(&anchor, Mode::Lenient, true)
+                    .ok()
+                    .filter(|w| w.exists);
+                cache.push((anchor, walked.clone()));
+                walked
+            }
+        };
+        drop(cache);
+        let Some(base) = base else {
+            return locate(path); // the anchor itself is missing: walk the whole path
+        };
+        let walked = walk_below(&base, &rest, Mode::Lenient, true).ok()?;
+        Some(Located {
+            exists: walked.exists,
+            canonical: walked.canonical,
+            hops: walked.hops,
+        })
+    }
+
     fn protect(
         &self,
         entry: &protected::Protected,
@@ -1363,7 +1410,7 @@ impl Protector<'_> {
         read_only: &mut Vec<PathBuf>,
         deny_read: &mut Vec<PathBuf>,
     ) -> Result<(), ProfileError> {
-        let Some(located) = locate(path) else {
+        let Some(located) = self.locate(path) else {
             return Ok(()); // nothing there, and nothing can be created there
         };
         // Protecting a link's target leaves the link to the command, which could point it
@@ -1452,17 +1499,9 @@ fn is_shared_temporary(dir: &Path) -> bool {
 fn locate(path: &Path) -> Option<Located> {
     use crate::path_walk::{walk as walk_path, Mode};
     let walked = walk_path(path, Mode::Lenient, true).ok()?;
-    let canonical = walked.canonical;
-    if std::fs::symlink_metadata(&canonical).is_ok() {
-        return Some(Located {
-            canonical,
-            exists: true,
-            hops: walked.hops,
-        });
-    }
     Some(Located {
-        canonical,
-        exists: false,
+        exists: walked.exists,
+        canonical: walked.canonical,
         hops: walked.hops,
     })
 }
