@@ -755,3 +755,76 @@ print(sorted(os.listdir("/dev/pts")))
     );
     assert!(host_controller >= 0);
 }
+
+/// Run by an ordinary user (uid and gid 65534, no supplementary groups, no capabilities), the
+/// namespace layer maps that user to itself, not to root; the writable root is writable, the
+/// rest is read-only at the mount level, and a file of root's stays unreadable. The binary is
+/// copied into the user's own directory so that it is reachable whatever the clone's
+/// permissions.
+#[test]
+fn an_ordinary_user_is_mapped_to_itself_and_confined() {
+    use std::os::unix::fs::{chown, PermissionsExt};
+    require_userns!();
+    if !Path::new("/usr/bin/setpriv").exists() && !Path::new("/bin/setpriv").exists() {
+        eprintln!("skipped: setpriv (util-linux) is needed to run cordon as another user");
+        return;
+    }
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: switching to uid 65534 needs root");
+        return;
+    }
+    let tree = Tree::new();
+    let home = tree.root.join("user");
+    fs::create_dir(&home).unwrap();
+    let cordon = home.join("cordon");
+    fs::copy(env!("CARGO_BIN_EXE_cordon"), &cordon).unwrap();
+    fs::set_permissions(&cordon, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(tree.outside.join("roots-only"), "secret\n").unwrap();
+    fs::set_permissions(
+        tree.outside.join("roots-only"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    for dir in [&tree.root, &home] {
+        chown(dir, Some(65534), Some(65534)).unwrap();
+    }
+    fs::set_permissions(&tree.root, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&tree.outside, fs::Permissions::from_mode(0o755)).unwrap();
+    let script = format!(
+        "id -u; id -g; cat /proc/self/uid_map /proc/self/gid_map; echo x > {home}/made && echo made; \
+         touch /etc/cordon-user-test 2>/dev/null || echo etc-refused; \
+         cat {outside}/roots-only 2>/dev/null || echo root-file-refused",
+        home = home.display(),
+        outside = tree.outside.display()
+    );
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&cordon)
+        .args(["run", "--", "sh", "-c", &script])
+        .current_dir(&home)
+        .env("HOME", &home)
+        .env("CORDON_HELPER", "self")
+        .output()
+        .expect("spawn setpriv");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "65534",
+            "65534",
+            "65534 65534 1",
+            "65534 65534 1",
+            "made",
+            "etc-refused",
+            "root-file-refused"
+        ],
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read_to_string(home.join("made")).unwrap(), "x\n");
+    assert!(!Path::new("/etc/cordon-user-test").exists());
+}
