@@ -377,6 +377,9 @@ impl Env {
             Some(plan) => namespaces::enter(plan, self.parent)?,
             None => namespaces::Entered::default(),
         };
+        // In the process that execs, after the namespace layer gave it a group of its own and
+        // before seccomp (which has no reason to allow TIOCSPGRP to setup).
+        process::foreground_on_terminal()?;
         // Before no_new_privs and Landlock: dropping the bounding set needs CAP_SETPCAP.
         process::drop_capabilities()?;
         // Before Landlock and seccomp, which require it without CAP_SYS_ADMIN; also stops

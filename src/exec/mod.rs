@@ -53,6 +53,8 @@
 pub mod capture;
 pub mod env;
 pub mod outcome;
+pub mod process_manager;
+pub mod pty;
 mod supervise;
 pub(crate) mod supervisor_guard;
 
@@ -71,6 +73,7 @@ use crate::helper::{Helper, HelperError};
 
 pub use capture::Captured;
 pub use env::{EnvBase, EnvPolicy};
+pub use pty::{Pty, StdinPipe, WindowSize};
 pub use outcome::{
     ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind, Unclassified,
 };
@@ -183,6 +186,9 @@ pub enum StdinSource {
     Bytes(Vec<u8>),
     /// The caller's own stdin (the CLI passes its terminal or pipe through).
     Inherit,
+    /// The read end of a pipe whose write end the caller keeps: input written while the
+    /// command runs (the process manager's `write_stdin`).
+    Pipe(StdinPipe),
 }
 
 /// One command to run.
@@ -222,6 +228,11 @@ pub struct ExecRequest {
     /// Called with the helper's receipt as soon as it arrives, before the command is
     /// executed: see [`ExecRequest::on_confined`].
     pub on_confined: Option<ConfinedHook>,
+    /// Run on this pseudo-terminal instead of pipes: its slave is the command's stdin, stdout
+    /// and stderr and its controlling terminal; everything the command writes arrives as
+    /// [`StreamKind::Stdout`] (a terminal has one stream). Overrides `stdin` and
+    /// `inherit_stdout`.
+    pub tty: Option<Pty>,
 }
 
 /// A function the supervisor calls with the receipt before the command runs.
@@ -279,6 +290,7 @@ impl ExecRequest {
             reported_argv: None,
             inherit_stdout: false,
             on_confined: None,
+            tty: None,
         }
     }
 

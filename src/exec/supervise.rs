@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use cordon_sandbox::confine::describe_errno;
 use cordon_sandbox::status::{read_records_as_they_come, StatusRecord};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::JoinHandle;
@@ -83,6 +82,9 @@ pub(super) async fn run(
     };
     let mut command = tokio::process::Command::from(command);
     let spawned = command.spawn();
+    // The parent's copies of the child's stdio (a PTY slave, a stdin pipe's read end) go with
+    // the command, so a terminal hangs up when the command's last holder exits.
+    drop(command);
     // Whatever happened, the parent's copy of the write end must go now, or end of file never
     // arrives on the status pipe.
     let status_read = status_pipe.map(|p| p.into_read_end_and_hold());
@@ -129,9 +131,28 @@ pub(super) async fn run(
     let _stop_drain_on_drop = stop_drain.clone().drop_guard();
     let limit = request.output_limit.unwrap_or(config.output_limit);
     let consumer = Arc::new(ConsumerState::default());
+    let (out_reader, err_reader): (Option<Reader>, Option<Reader>) = match &request.tty {
+        Some(pty) => match super::pty::AsyncStream::new(&pty.master) {
+            Ok(stream) => (Some(Box::new(stream)), None),
+            Err(e) => {
+                group.kill();
+                result.outcome = Outcome::SetupError {
+                    step: SetupStep::Parent(ParentStep::SpawnHelper),
+                    errno: e.raw_os_error(),
+                    message: format!("cannot read the command's terminal: {e}"),
+                };
+                result.duration = started.elapsed();
+                return result;
+            }
+        },
+        None => (
+            child.stdout.take().map(|r| Box::new(r) as Reader),
+            child.stderr.take().map(|r| Box::new(r) as Reader),
+        ),
+    };
     let mut drain_task = tokio::spawn(drain(
-        child.stdout.take(),
-        child.stderr.take(),
+        out_reader,
+        err_reader,
         limit,
         events,
         request.lossless_events.then(|| Arc::clone(&consumer)),
@@ -344,23 +365,43 @@ fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> i
     };
     command
         .env_clear()
-        .envs(env.vars.iter().map(|(k, v)| (k, v)))
-        .stdin(match request.stdin {
-            StdinSource::Null => Stdio::null(),
-            StdinSource::Bytes(_) => Stdio::piped(),
-            StdinSource::Inherit => Stdio::inherit(),
-        })
-        .stdout(if request.inherit_stdout {
-            Stdio::inherit()
-        } else {
-            Stdio::piped()
-        })
-        .stderr(Stdio::piped());
-    // SAFETY: setsid is async-signal-safe. It makes the child the leader of a new session and
-    // process group, so one killpg reaches the whole tree and the terminal's signals do not.
+        .envs(env.vars.iter().map(|(k, v)| (k, v)));
+    match &request.tty {
+        Some(pty) => {
+            command
+                .stdin(Stdio::from(pty.slave.try_clone()?))
+                .stdout(Stdio::from(pty.slave.try_clone()?))
+                .stderr(Stdio::from(pty.slave.try_clone()?));
+        }
+        None => {
+            command
+                .stdin(match &request.stdin {
+                    StdinSource::Null => Stdio::null(),
+                    StdinSource::Bytes(_) => Stdio::piped(),
+                    StdinSource::Inherit => Stdio::inherit(),
+                    StdinSource::Pipe(pipe) => Stdio::from(pipe.0.try_clone()?),
+                })
+                .stdout(if request.inherit_stdout {
+                    Stdio::inherit()
+                } else {
+                    Stdio::piped()
+                })
+                .stderr(Stdio::piped());
+        }
+    }
+    let take_terminal = request.tty.is_some();
+    // SAFETY: setsid and ioctl are async-signal-safe and touch no memory of ours. setsid makes
+    // the child the leader of a new session and process group, so one killpg reaches the whole
+    // tree and the caller's terminal's signals do not. With a PTY, the new session takes the
+    // slave (already on fd 0) as its controlling terminal here, before the helper confines
+    // anything: the seccomp rules then need not allow TIOCSCTTY, and every process the
+    // command starts inherits the terminal (the namespace layer's init keeps the session).
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if take_terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
@@ -567,11 +608,14 @@ struct ConsumerState {
     busy: AtomicBool,
 }
 
+/// One of the command's output streams: a pipe, or the PTY master.
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+
 /// Reads both pipes until end of file or `stop`, always reading so the command never blocks
 /// on a full pipe. One task reads both, so `output` has the order reads completed in.
 async fn drain(
-    mut stdout: Option<ChildStdout>,
-    mut stderr: Option<ChildStderr>,
+    mut stdout: Option<Reader>,
+    mut stderr: Option<Reader>,
     limit: usize,
     mut events: Option<mpsc::Sender<ExecEvent>>,
     lossless: Option<Arc<ConsumerState>>,
