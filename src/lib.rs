@@ -38,6 +38,7 @@ pub mod helper;
 pub mod orchestrator;
 mod path_walk;
 pub mod profile;
+pub mod server;
 pub mod session;
 pub mod snapshot;
 

@@ -100,9 +100,47 @@ struct RunArgs {
     /// its startup files itself, inside the sandbox).
     #[arg(long)]
     no_snapshot: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// The command and its arguments.
     #[arg(last = true, value_name = "PROGRAM [ARGS]...")]
     argv: Vec<OsString>,
+}
+
+/// Resource limits (`cordon run`, `cordon serve`, `cordon mcp`).
+#[derive(clap::Args, Clone, Default)]
+pub struct LimitArgs {
+    /// Bound the command's memory (all its processes together where a cgroup can be made): 512M, 2G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_limit_size)]
+    memory: Option<u64>,
+    /// Bound how many processes and threads the command may have at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    processes: Option<u64>,
+    /// Bound the CPU time of each of the command's processes: 30s, 10m, 1h.
+    #[arg(long, value_name = "DURATION", value_parser = parse_limit_seconds)]
+    cpu_time: Option<u64>,
+    /// Bound the size of each file the command writes: 1G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_limit_size)]
+    file_size: Option<u64>,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> cordon::exec::limits::Limits {
+        cordon::exec::limits::Limits {
+            memory: self.memory,
+            processes: self.processes,
+            cpu_time: self.cpu_time,
+            file_size: self.file_size,
+        }
+    }
+}
+
+fn parse_limit_size(text: &str) -> Result<u64, String> {
+    cordon::exec::limits::parse_size(text).map_err(|e| e.to_string())
+}
+
+fn parse_limit_seconds(text: &str) -> Result<u64, String> {
+    cordon::exec::limits::parse_seconds(text).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -295,6 +333,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     let mut request = ExecRequest::new(args.argv, &cwd, resolved.policy)
         .env(env)
         .lossless_events(!args.json);
+    request.limits = args.limits.limits();
     if !args.json {
         // Pass-through: stdin and stdout are the caller's own (a terminal stays a terminal);
         // stderr goes through cordon, which needs it to explain a denial.

@@ -52,6 +52,7 @@
 
 pub mod capture;
 pub mod env;
+pub mod limits;
 pub mod outcome;
 pub mod process_manager;
 pub mod pty;
@@ -73,10 +74,10 @@ use crate::helper::{Helper, HelperError};
 
 pub use capture::Captured;
 pub use env::{EnvBase, EnvPolicy};
-pub use pty::{Pty, StdinPipe, WindowSize};
 pub use outcome::{
     ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind, Unclassified,
 };
+pub use pty::{Pty, StdinPipe, WindowSize};
 
 /// Default timeout: ten minutes.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -233,6 +234,9 @@ pub struct ExecRequest {
     /// [`StreamKind::Stdout`] (a terminal has one stream). Overrides `stdin` and
     /// `inherit_stdout`.
     pub tty: Option<Pty>,
+    /// Memory, process, CPU-time and file-size bounds (see [`limits`]); the result's
+    /// `limits` says what enforced each.
+    pub limits: limits::Limits,
 }
 
 /// A function the supervisor calls with the receipt before the command runs.
@@ -291,6 +295,7 @@ impl ExecRequest {
             inherit_stdout: false,
             on_confined: None,
             tty: None,
+            limits: limits::Limits::default(),
         }
     }
 

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::capture::{CappedBuffer, Captured};
 use super::env::PreparedEnv;
+use super::limits::{LimitKind, LimitPlan, Limits};
 use super::outcome::{ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind};
 use super::supervisor_guard::guard_supervisor;
 use super::{Config, ExecEvent, ExecRequest, StdinSource};
@@ -59,6 +60,7 @@ pub(super) async fn run(
         duration: Duration::ZERO,
         dropped_env: Vec::new(),
         events_dropped_bytes: 0,
+        limits: Vec::new(),
     };
     let env = match validate(config, &request) {
         Ok(env) => env,
@@ -72,8 +74,19 @@ pub(super) async fn run(
         result.outcome = Outcome::Cancelled;
         return result;
     }
+    // Made before the spawn, removed (with anything left in it) when this function returns.
+    let limit_plan = match LimitPlan::new(&request.limits) {
+        Ok(plan) => plan,
+        Err(e) => {
+            result.outcome = Outcome::Rejected {
+                reason: e.to_string(),
+            };
+            return result;
+        }
+    };
+    result.limits = limit_plan.receipts.clone();
 
-    let (command, status_pipe, passed) = match build_command(config, &request, &env) {
+    let (command, status_pipe, passed) = match build_command(config, &request, &env, &limit_plan) {
         Ok(built) => built,
         Err(e) => {
             result.outcome = spawn_failure(&e, &result);
@@ -222,8 +235,37 @@ pub(super) async fn run(
         result.signal = status.signal();
     }
     result.outcome = decide(&ended, records, &mut result);
+    result.outcome = limit_outcome(result.outcome, &request.limits, &limit_plan);
     result.duration = started.elapsed();
     result
+}
+
+/// `limit_exceeded` in place of a failure, signal death or timeout that a limit caused, as
+/// the kernel's counters (cgroup) or the limit's own signal (rlimit) show.
+fn limit_outcome(outcome: Outcome, limits: &Limits, plan: &LimitPlan) -> Outcome {
+    let code = outcome.exit_code();
+    let hit = match &outcome {
+        Outcome::Failed { .. } | Outcome::Signaled { .. } | Outcome::TimedOut => {
+            plan.cgroup.as_ref().and_then(|c| c.exceeded())
+        }
+        _ => None,
+    };
+    // The limit's own signal killed the command, or a shell reported (as 128+N) that it
+    // killed the command's child.
+    let signal = match outcome {
+        Outcome::Signaled { signal } => Some(signal),
+        Outcome::Failed { code } if code > 128 => Some(code - 128),
+        _ => None,
+    };
+    let by_signal = match signal {
+        Some(libc::SIGXCPU) if limits.cpu_time.is_some() => Some(LimitKind::CpuTime),
+        Some(libc::SIGXFSZ) if limits.file_size.is_some() => Some(LimitKind::FileSize),
+        _ => None,
+    };
+    match hit.or(by_signal) {
+        Some(limit) => Outcome::LimitExceeded { limit, code },
+        None => outcome,
+    }
 }
 
 /// Reads the helper's records until `execve` or its exit. The `confined` record goes to `hook`
@@ -310,7 +352,12 @@ type Built = (
 );
 
 /// The command to spawn, see [`Built`].
-fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> io::Result<Built> {
+fn build_command(
+    config: &Config,
+    request: &ExecRequest,
+    env: &PreparedEnv,
+    limits: &LimitPlan,
+) -> io::Result<Built> {
     let (mut command, status, passed) = match (&request.policy, &config.helper) {
         (Some(policy), Some(helper)) => {
             let launch = match request.on_confined {
@@ -387,6 +434,20 @@ fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> i
                     Stdio::piped()
                 })
                 .stderr(Stdio::piped());
+        }
+    }
+    let cgroup_fds = limits
+        .cgroup
+        .as_ref()
+        .map(|c| c.procs_fds())
+        .unwrap_or_default();
+    let rlimits = limits.rlimits.clone();
+    if !cgroup_fds.is_empty() || !rlimits.is_empty() {
+        // SAFETY: apply_in_child only calls write, getrlimit and setrlimit, which are
+        // async-signal-safe, on descriptors open in the child and on the captured vectors,
+        // which were allocated before the fork.
+        unsafe {
+            command.pre_exec(move || super::limits::apply_in_child(&cgroup_fds, &rlimits));
         }
     }
     let take_terminal = request.tty.is_some();
