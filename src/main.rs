@@ -20,6 +20,7 @@ use cordon::sandbox::policy::NetworkMode;
 
 mod doctor_cli;
 mod report;
+mod serve_cli;
 mod snapshot_cli;
 mod terminal;
 mod units;
@@ -54,6 +55,11 @@ enum Command {
     /// Show what this kernel lets cordon enforce, feature by feature and preset by preset
     /// (exit 0 when the default preset is enforced in full, 1 otherwise).
     Doctor(doctor_cli::DoctorArgs),
+    /// Serve exec, write_stdin, kill and list as JSON-RPC 2.0 over stdin/stdout, one message
+    /// per line, for agents in any language (see the README).
+    Serve(serve_cli::ServeArgs),
+    /// The same as an MCP server over stdio (tools exec_command and write_stdin).
+    Mcp(serve_cli::ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -206,6 +212,8 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_CORDON)
             }
         },
+        Command::Serve(args) => serve_or_report(args, serve_cli::Protocol::JsonRpc),
+        Command::Mcp(args) => serve_or_report(args, serve_cli::Protocol::Mcp),
         Command::Snapshot(command) => match snapshot_cli::run(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -213,6 +221,16 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_CORDON)
             }
         },
+    }
+}
+
+fn serve_or_report(args: serve_cli::ServeArgs, protocol: serve_cli::Protocol) -> ExitCode {
+    match serve_cli::run(args, protocol) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cordon: {}", one_line(&e));
+            ExitCode::from(EXIT_CORDON)
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use crate::exec::process_manager::{
     ManagerError, ProcessId, ProcessInfo, ProcessIo, ProcessManager, ProcessStatus, Response,
 };
 use crate::exec::{EnvPolicy, ExecRequest, ExecResult, Outcome, StdinSource, WindowSize};
-use crate::orchestrator::{widen, ApprovalRequest, Approver, Decision};
+use crate::orchestrator::{widen, ApprovalRequest, Decision};
 use crate::session::{CwdReport, Session, SessionRequest};
 
 /// The longest a single call may wait for output.
@@ -201,6 +201,25 @@ pub enum ApprovalAnswer {
     Deny,
 }
 
+/// Whoever answers approval requests: the JSON-RPC client, or (MCP) a fixed answer.
+pub trait ApprovalClient {
+    /// Asks about one denied run; any failure to get an answer must come back as `Deny`.
+    fn ask(
+        &self,
+        ask: &ApprovalRequest,
+    ) -> impl std::future::Future<Output = ApprovalAnswer> + Send;
+}
+
+/// Denies every approval request: the denial goes back to the caller in the reply.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DenyAll;
+
+impl ApprovalClient for DenyAll {
+    async fn ask(&self, _: &ApprovalRequest) -> ApprovalAnswer {
+        ApprovalAnswer::Deny
+    }
+}
+
 /// Turns a wire answer into the orchestrator's decision: `Approve` grants exactly what
 /// [`widen`] derives from the denials, nothing else.
 fn decide(answer: ApprovalAnswer, ask: &ApprovalRequest) -> Result<Decision, String> {
@@ -259,7 +278,7 @@ impl ExecService {
     }
 
     /// `exec`. `approver` is asked when the command exits denied within this call.
-    pub async fn exec<A: Approver>(
+    pub async fn exec<A: ApprovalClient>(
         &self,
         params: ExecParams,
         approver: &A,
@@ -323,13 +342,12 @@ impl ExecService {
             Some(true) => decide(ApprovalAnswer::Approve, &ask),
             Some(false) => Ok(Decision::Deny),
             None => {
-                let decision = approver.decide(&ask).await;
-                let approved = !matches!(decision, Decision::Deny);
+                let answer = approver.ask(&ask).await;
                 self.approvals
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, approved);
-                Ok(decision)
+                    .insert(key, answer == ApprovalAnswer::Approve);
+                decide(answer, &ask)
             }
         };
         let mut approval = ApprovalReport {
