@@ -192,3 +192,8 @@ PY
 # Library throughput (issue 3): execs/s of `true` at concurrency 1 and 8 through the static
 # helper, and draining 1 GiB of output with peak RSS, each next to a reference from this run.
 target/release/examples/exec_bench --helper "$helper" --execs "${BENCH_EXECS:-400}" --gib 1
+
+# Unified exec (issue 11): `echo hi` through a long-lived `cordon serve` against `cordon run`,
+# and the memory of idle live processes in the server's manager. From the private work dir:
+# the session directory must lie outside the default profile's writable roots (/tmp is one).
+(cd "$work" && HOME=$home python3 "$OLDPWD/scripts/bench_server.py" "$cordon" "${BENCH_SERVER_RUNS:-100}")
