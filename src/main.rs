@@ -298,6 +298,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         Some(spec) => PermissionProfile::load(spec)?,
         None => PermissionProfile::default_profile(),
     };
+    let profile_limits = profile.limits;
     let overrides = Overrides {
         writable: absolute_entries(&cwd, &args.writable),
         readable: absolute_entries(&cwd, &args.readable),
@@ -351,7 +352,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     let mut request = ExecRequest::new(args.argv, &cwd, resolved.policy)
         .env(env)
         .lossless_events(!args.json);
-    request.limits = args.limits.limits();
+    request.limits = profile_limits.tightened_by(Some(&args.limits.limits()))?;
     if !args.json {
         // Pass-through: stdin and stdout are the caller's own (a terminal stays a terminal);
         // stderr goes through cordon, which needs it to explain a denial.

@@ -107,6 +107,9 @@ pub struct PermissionProfile {
     /// Where it came from (a preset name or a file path), for messages.
     pub origin: String,
     rules: Option<Rules>,
+    /// `[limits]`: resource bounds for every command run under the profile (command-line
+    /// limits may only lower them).
+    pub limits: crate::exec::limits::Limits,
 }
 
 /// Sandboxed rules with unexpanded tokens.
@@ -157,6 +160,8 @@ struct ProfileFile {
     #[serde(default)]
     network: NetworkSection,
     enforcement: Option<Enforcement>,
+    #[serde(default)]
+    limits: crate::exec::limits::Limits,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -449,6 +454,7 @@ impl PermissionProfile {
         PermissionProfile {
             origin: preset.name().to_owned(),
             rules: preset.rules(),
+            limits: crate::exec::limits::Limits::default(),
         }
     }
 
@@ -540,6 +546,7 @@ impl PermissionProfile {
             return Ok(PermissionProfile {
                 origin: origin.to_owned(),
                 rules: None,
+                limits: file.limits,
             });
         };
         rules.read.extend(file.filesystem.read);
@@ -591,6 +598,7 @@ impl PermissionProfile {
         Ok(PermissionProfile {
             origin: origin.to_owned(),
             rules: Some(rules),
+            limits: file.limits,
         })
     }
 

@@ -74,6 +74,7 @@ fn service(args: &ServeArgs) -> anyhow::Result<ExecService> {
         Some(spec) => PermissionProfile::load(spec)?,
         None => PermissionProfile::default_profile(),
     };
+    let profile_limits = profile.limits;
     let overrides = Overrides {
         writable: absolute_entries(&cwd, &args.writable),
         readable: absolute_entries(&cwd, &args.readable),
@@ -87,8 +88,7 @@ fn service(args: &ServeArgs) -> anyhow::Result<ExecService> {
     let resolved = profile
         .with_overrides(&overrides)
         .resolve(&ResolveContext::new(&cwd).with_invoking_dir(&invoking_dir))?;
-    let limits = args.limits.limits();
-    limits.check()?;
+    let limits = profile_limits.tightened_by(Some(&args.limits.limits()))?;
     let sandbox = match resolved.policy {
         Some(_) => Sandbox::locate()?,
         None => Sandbox::without_helper(),

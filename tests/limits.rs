@@ -2,6 +2,8 @@
 //! processes meanwhile), an allocation past the memory limit, CPU time and file size, each
 //! with a harmless counterpart under the same limit that must keep working.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -283,4 +285,67 @@ async fn a_zero_limit_is_rejected_and_nothing_runs() {
         }
     );
     assert!(!marker.exists());
+}
+
+mod cli {
+    use super::common::Tree;
+
+    #[test]
+    fn profile_limits_apply_and_the_command_line_only_lowers_them() {
+        let tree = Tree::new();
+        let profile = tree.root.join("limited.toml");
+        std::fs::write(
+            &profile,
+            "extends = \"workspace-write\"\n[limits]\nmemory = \"64M\"\nprocesses = 16\n",
+        )
+        .unwrap();
+        let out = tree.run(&[
+            "-p",
+            profile.to_str().unwrap(),
+            "--processes",
+            "8",
+            "--memory",
+            "1G",
+            "--json",
+            "--",
+            "true",
+        ]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["outcome"], "success", "{report}");
+        let limits = report["limits"].as_array().unwrap();
+        let value = |name: &str| {
+            limits
+                .iter()
+                .find(|l| l["limit"] == name)
+                .map(|l| l["value"].clone())
+        };
+        assert_eq!(
+            value("memory"),
+            Some(serde_json::json!(64 << 20)),
+            "{report}"
+        );
+        assert_eq!(value("processes"), Some(serde_json::json!(8)), "{report}");
+
+        std::fs::write(
+            &profile,
+            "extends = \"workspace-write\"\n[limits]\nmemory = \"lots\"\n",
+        )
+        .unwrap();
+        let marker = tree.cwd.join("ran");
+        let out = tree.run(&[
+            "-p",
+            profile.to_str().unwrap(),
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(125));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("\"lots\" is not a size like 512M or 2G"),
+            "{stderr}"
+        );
+        assert!(!marker.exists());
+    }
 }
