@@ -19,6 +19,7 @@ use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
 
 mod doctor_cli;
+mod pty_relay;
 mod report;
 mod serve_cli;
 mod snapshot_cli;
@@ -418,6 +419,8 @@ async fn supervise(request: ExecRequest, json: bool) -> anyhow::Result<ExitCode>
     }
     let result = if json {
         sandbox.exec(request).await
+    } else if pty_relay::wanted() {
+        pty_relay::run(&sandbox, request, &group).await?
     } else {
         pass_through(&sandbox, request, &group).await?
     };

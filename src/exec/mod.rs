@@ -231,8 +231,9 @@ pub struct ExecRequest {
     pub on_confined: Option<ConfinedHook>,
     /// Run on this pseudo-terminal instead of pipes: its slave is the command's stdin, stdout
     /// and stderr and its controlling terminal; everything the command writes arrives as
-    /// [`StreamKind::Stdout`] (a terminal has one stream). Overrides `stdin` and
-    /// `inherit_stdout`.
+    /// [`StreamKind::Stdout`] (a terminal has one stream), and the result's `stdout` and
+    /// `stderr` both hold that stream, so that a denial message on it is classified as one on
+    /// stderr would be. Overrides `stdin` and `inherit_stdout`.
     pub tty: Option<Pty>,
     /// Memory, process, CPU-time and file-size bounds (see [`limits`]); the result's
     /// `limits` says what enforced each.

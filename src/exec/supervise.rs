@@ -228,6 +228,11 @@ pub(super) async fn run(
 
     result.stdout = drained.stdout.finish();
     result.stderr = drained.stderr.finish();
+    if request.tty.is_some() {
+        // A terminal has one stream, where the command's error messages are too: it is what
+        // the classifier must read as it reads stderr.
+        result.stderr = result.stdout.clone();
+    }
     result.output = drained.output.finish();
     result.events_dropped_bytes = drained.events_dropped_bytes;
     if let Some(status) = final_status {
