@@ -71,8 +71,7 @@ impl Server {
 
     fn close(mut self) -> std::process::ExitStatus {
         drop(self.stdin);
-        let status = self.child.wait().unwrap();
-        status
+        self.child.wait().unwrap()
     }
 }
 

@@ -170,6 +170,9 @@ pub enum ServiceError {
     Manager(#[from] ManagerError),
 }
 
+/// What an answer covers: the exact set of denials (operation, target, rule).
+type ApprovalKey = BTreeSet<(Operation, Option<String>, String)>;
+
 /// The per-process state the service keeps until the process has exited.
 struct Pending {
     report: CwdReport,
@@ -182,7 +185,8 @@ pub struct ExecService {
     shell: PathBuf,
     limits: Limits,
     pending: Mutex<HashMap<ProcessId, Pending>>,
-    approvals: Mutex<HashMap<BTreeSet<(Operation, Option<String>, String)>, bool>>,
+    /// Whether each set of denials was approved.
+    approvals: Mutex<HashMap<ApprovalKey, bool>>,
 }
 
 impl std::fmt::Debug for ExecService {
@@ -328,7 +332,7 @@ impl ExecService {
             policy: policy.clone(),
             denials: denials.clone(),
         };
-        let key: BTreeSet<_> = denials
+        let key: ApprovalKey = denials
             .iter()
             .map(|d| (d.operation, d.target.clone(), d.rule.clone()))
             .collect();
