@@ -361,11 +361,14 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         request.inherit_stdout = true;
         // Before the command's first byte: a person must not read output produced under less
         // confinement than the profile asked for without being told first.
-        request = request.on_confined(|receipt| {
+        // At a terminal the caller's terminal is in raw mode by then (see `pty_relay`): a
+        // line must bring its own carriage return.
+        let line_end = if pty_relay::wanted() { "\r\n" } else { "\n" };
+        request = request.on_confined(move |receipt| {
             use std::io::Write;
             let mut err = std::io::stderr().lock();
             for line in report::not_enforced_lines(receipt) {
-                let _ = writeln!(err, "cordon: {line}");
+                let _ = write!(err, "cordon: {line}{line_end}");
             }
             let _ = err.flush();
         });

@@ -308,7 +308,11 @@ impl ExecService {
             env.set.insert(k.into(), v.into());
         }
         let mut request = SessionRequest::new(argv).env(env);
-        request.cwd = params.cwd.clone();
+        // A relative directory is taken from the session's, as a shell would.
+        request.cwd = match &params.cwd {
+            Some(dir) if dir.is_relative() => Some(self.cwd().await.join(dir)),
+            other => other.clone(),
+        };
         request.timeout = params.timeout_ms.map(Duration::from_millis);
         request.stdin = StdinSource::Null;
         let yield_time = yield_of(params.yield_time_ms, DEFAULT_EXEC_YIELD);
