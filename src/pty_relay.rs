@@ -92,7 +92,11 @@ pub async fn run(
 ) -> anyhow::Result<ExecResult> {
     use std::io::Write;
     let pty = Pty::open(window_of(1)).context("cannot allocate a pseudo-terminal")?;
-    request.tty = Some(pty.clone());
+    let resize_pty = pty.master_handle();
+    let to_command =
+        AsyncStream::new(&pty.master).context("cannot write the command's terminal")?;
+    // The supervisor drops the slave after the spawn; nothing here may keep a copy of it.
+    request.tty = Some(pty);
     request.stdin = StdinSource::Null;
     request.inherit_stdout = false;
     request.lossless_events = true;
@@ -102,8 +106,6 @@ pub async fn run(
         .try_clone_to_owned()
         .context("cannot duplicate stdin")?;
     let mut input = AsyncStream::new(&stdin).context("cannot read the terminal")?;
-    let to_command =
-        AsyncStream::new(&pty.master).context("cannot write the command's terminal")?;
     let keys = tokio::spawn(async move {
         let mut buf = [0u8; 4096];
         loop {
@@ -117,7 +119,6 @@ pub async fn run(
             }
         }
     });
-    let resize_pty = pty.clone();
     let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
         .context("cannot install a SIGWINCH handler")?;
     let resizes = tokio::spawn(async move {

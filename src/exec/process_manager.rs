@@ -40,7 +40,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::{CappedBuffer, Captured};
-use super::pty::{AsyncStream, Pty, StdinPipe, WindowSize};
+use super::pty::{AsyncStream, Pty, PtyMaster, StdinPipe, WindowSize};
 use super::{ExecEvent, ExecRequest, ExecResult, Sandbox, StdinSource};
 
 /// Running processes one manager keeps before it evicts the least recently used idle one.
@@ -168,7 +168,8 @@ struct Process {
     id: ProcessId,
     argv: Vec<OsString>,
     started_at: SystemTime,
-    pty: Option<Pty>,
+    /// The PTY's master, for resizing (never the slave: see [`Pty::master_handle`]).
+    pty: Option<PtyMaster>,
     /// The stdin pipe's write end or the PTY master; `None` once closed.
     stdin: tokio::sync::Mutex<Option<AsyncStream>>,
     cancel: CancellationToken,
@@ -290,8 +291,10 @@ impl ProcessManager {
             }
             ProcessIo::Pty(size) => {
                 let pty = Pty::open(size)?;
-                request.tty = Some(pty.clone());
-                (Some(AsyncStream::new(&pty.master)?), Some(pty))
+                let master = pty.master_handle();
+                let stream = AsyncStream::new(&pty.master)?;
+                request.tty = Some(pty);
+                (Some(stream), Some(master))
             }
         };
         // Nothing may be dropped between the drain and us: the command waits for the manager

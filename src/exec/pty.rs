@@ -83,11 +83,28 @@ impl Pty {
         })
     }
 
+    /// The parent's side alone, to keep after the spawn (for resizing): the parent must not
+    /// hold the slave, or the master never sees the terminal hang up when the command exits.
+    pub fn master_handle(&self) -> PtyMaster {
+        PtyMaster(Arc::clone(&self.master))
+    }
+
+    /// Changes the window size; the command's foreground process group gets `SIGWINCH`.
+    pub fn set_window_size(&self, size: WindowSize) -> io::Result<()> {
+        self.master_handle().set_window_size(size)
+    }
+}
+
+/// A PTY's master side, shared.
+#[derive(Debug, Clone)]
+pub struct PtyMaster(pub Arc<OwnedFd>);
+
+impl PtyMaster {
     /// Changes the window size; the command's foreground process group gets `SIGWINCH`.
     pub fn set_window_size(&self, size: WindowSize) -> io::Result<()> {
         let window = winsize(size);
         // SAFETY: TIOCSWINSZ reads one winsize from the pointer, which points at a live local.
-        if unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &window) } != 0 {
+        if unsafe { libc::ioctl(self.0.as_raw_fd(), libc::TIOCSWINSZ, &window) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())
@@ -98,7 +115,7 @@ impl Pty {
         // SAFETY: winsize is plain old data; all-zero is a valid value.
         let mut window: libc::winsize = unsafe { std::mem::zeroed() };
         // SAFETY: TIOCGWINSZ writes one winsize to the pointer, which points at a live local.
-        if unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCGWINSZ, &mut window) } != 0 {
+        if unsafe { libc::ioctl(self.0.as_raw_fd(), libc::TIOCGWINSZ, &mut window) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(WindowSize {

@@ -35,7 +35,7 @@ enum Ended {
 
 pub(super) async fn run(
     config: &Config,
-    request: ExecRequest,
+    mut request: ExecRequest,
     events: Option<mpsc::Sender<ExecEvent>>,
 ) -> ExecResult {
     let started = Instant::now();
@@ -144,7 +144,11 @@ pub(super) async fn run(
     let _stop_drain_on_drop = stop_drain.clone().drop_guard();
     let limit = request.output_limit.unwrap_or(config.output_limit);
     let consumer = Arc::new(ConsumerState::default());
-    let (out_reader, err_reader): (Option<Reader>, Option<Reader>) = match &request.tty {
+    // From here on only the master: the parent's copy of the slave would keep the terminal
+    // from hanging up when the command exits.
+    let tty = request.tty.take();
+    let is_tty = tty.is_some();
+    let (out_reader, err_reader): (Option<Reader>, Option<Reader>) = match &tty {
         Some(pty) => match super::pty::AsyncStream::new(&pty.master) {
             Ok(stream) => (Some(Box::new(stream)), None),
             Err(e) => {
@@ -163,6 +167,8 @@ pub(super) async fn run(
             child.stderr.take().map(|r| Box::new(r) as Reader),
         ),
     };
+    // The reader has its own duplicate of the master; the caller keeps its own copy of it.
+    drop(tty);
     let mut drain_task = tokio::spawn(drain(
         out_reader,
         err_reader,
@@ -228,7 +234,7 @@ pub(super) async fn run(
 
     result.stdout = drained.stdout.finish();
     result.stderr = drained.stderr.finish();
-    if request.tty.is_some() {
+    if is_tty {
         // A terminal has one stream, where the command's error messages are too: it is what
         // the classifier must read as it reads stderr.
         result.stderr = result.stdout.clone();
