@@ -82,7 +82,7 @@ impl CordonMcp {
     #[tool(
         description = "Run a shell command in cordon's sandbox and return its output. \
 The command runs as `$SHELL -lc CMD` in one persistent session: the working directory persists across calls (a `cd` in one command applies to the next, as long as it stays inside the workspace), and the environment of the user's login shell (PATH, tool managers, virtualenvs) is replayed from a snapshot, so it does not need re-sourcing. \
-The sandbox lets the command read the file system, write only inside the workspace and temporary directories, and blocks the network unless the server was started with it enabled. \
+What the sandbox allows is the server's profile; by default the command may read the file system, write only inside the workspace and temporary directories, and not use the network. \
 When the sandbox refuses something the result says `Denied by the sandbox` and lists each refused operation with the exact flag that would allow it (e.g. `--writable /path`); nothing is retried automatically: tell the user what was denied and why you need it, or find another way. \
 If the command is still running after yield_time_ms, the result gives a process_id: call write_stdin with it to send input or to collect more output, and it keeps running meanwhile (servers, watchers). Output is capped, keeping its start and end."
     )]
