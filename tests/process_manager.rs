@@ -498,3 +498,35 @@ async fn stdin_must_be_asked_for_and_denials_keep_their_outcome() {
         "in\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_reaches_a_descendant_that_left_the_process_group() {
+    let dir = workdir();
+    let manager = ProcessManager::new(sandbox());
+    let started = manager
+        .start(
+            sh(&dir, "setsid sleep 371 & echo started; sleep 372"),
+            ProcessIo::Request,
+            Duration::from_millis(600),
+        )
+        .await
+        .unwrap();
+    assert_eq!(started.output.text(), "started\n");
+    let escaped = host_pid_of("sleep 371").expect("the setsid child runs");
+    let main = host_pid_of("sleep 372").expect("the main sleep runs");
+    // The harmless counterpart: an unrelated process outside keeps running.
+    let mut outside = std::process::Command::new("sleep")
+        .arg("373")
+        .spawn()
+        .unwrap();
+    let killed = manager.kill(started.process_id).await.unwrap();
+    assert_eq!(exited(&killed).outcome, Outcome::Cancelled);
+    assert_gone_soon(main).await;
+    assert_gone_soon(escaped).await;
+    assert!(
+        outside.try_wait().unwrap().is_none(),
+        "an outside process was killed"
+    );
+    outside.kill().unwrap();
+    let _ = outside.wait();
+}
