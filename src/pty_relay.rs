@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use anyhow::{anyhow, Context};
 use tokio::io::AsyncReadExt;
 
-use cordon::exec::pty::AsyncStream;
+use cordon::exec::pty::{AsyncStream, PtyMaster};
 use cordon::exec::{ExecEvent, ExecRequest, ExecResult, Pty, Sandbox, StdinSource, WindowSize};
 
 /// True when fds 0, 1 and 2 are all terminals.
@@ -84,6 +84,47 @@ impl Drop for CallerTerminal {
     }
 }
 
+/// The command's suspend character, when its terminal turns it into `SIGTSTP` (`ISIG` on).
+fn suspend_key(master: &PtyMaster) -> Option<u8> {
+    // SAFETY: termios is plain data; tcgetattr on the master reads the terminal's settings.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: tcgetattr writes one termios into `t`.
+    if unsafe { libc::tcgetattr(master.0.as_raw_fd(), &mut t) } != 0 {
+        return None;
+    }
+    let key = t.c_cc[libc::VSUSP];
+    (t.c_lflag & libc::ISIG != 0 && key != 0).then_some(key)
+}
+
+/// Stops cordon as the terminal stops a job (caller's settings back first), and when the
+/// caller's shell continues it, takes raw mode again and continues the command's foreground
+/// group, which its own terminal stopped.
+fn suspend_until_continued(saved: &libc::termios, saved_flags: libc::c_int, master: &PtyMaster) {
+    // SAFETY: tcsetattr reads a termios from tcgetattr; fcntl sets file status flags read by
+    // F_GETFL; raise stops this process until a SIGCONT (cordon leaves SIGTSTP at its default
+    // action); cfmakeraw/tcsetattr work on locals; tcgetpgrp and killpg query and signal.
+    unsafe {
+        // The shell shares the terminal's file description: it must get it blocking, as it
+        // left it, and it may reset the flags itself while cordon is stopped.
+        libc::tcsetattr(0, libc::TCSANOW, saved);
+        if saved_flags >= 0 {
+            libc::fcntl(0, libc::F_SETFL, saved_flags);
+        }
+        libc::raise(libc::SIGTSTP);
+        if saved_flags >= 0 {
+            libc::fcntl(0, libc::F_SETFL, saved_flags | libc::O_NONBLOCK);
+        }
+        let mut raw = *saved;
+        libc::cfmakeraw(&mut raw);
+        libc::tcsetattr(0, libc::TCSANOW, &raw);
+        let _ = master.set_window_size(window_of(1));
+        let foreground = libc::tcgetpgrp(master.0.as_raw_fd());
+        if foreground > 1 {
+            libc::killpg(foreground, libc::SIGCONT);
+        }
+    }
+}
+
 /// Runs `request` on a PTY relayed to the caller's terminal; returns the runtime's result.
 pub async fn run(
     sandbox: &Sandbox,
@@ -106,16 +147,29 @@ pub async fn run(
         .try_clone_to_owned()
         .context("cannot duplicate stdin")?;
     let mut input = AsyncStream::new(&stdin).context("cannot read the terminal")?;
+    let (saved, saved_flags) = (_terminal.termios, _terminal.flags);
+    let suspend_master = resize_pty.clone();
     let keys = tokio::spawn(async move {
         let mut buf = [0u8; 4096];
         loop {
-            match input.read(&mut buf).await {
+            let n = match input.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to_command.write_all(&buf[..n]).await.1.is_err() {
-                        break;
-                    }
+                Ok(n) => n,
+            };
+            let mut chunk = &buf[..n];
+            // The suspend key goes to the command's terminal, which stops the command; then
+            // cordon stops too, so the caller's shell gets its terminal back as it would.
+            while let Some(at) =
+                suspend_key(&suspend_master).and_then(|k| chunk.iter().position(|b| *b == k))
+            {
+                if to_command.write_all(&chunk[..=at]).await.1.is_err() {
+                    return;
                 }
+                suspend_until_continued(&saved, saved_flags, &suspend_master);
+                chunk = &chunk[at + 1..];
+            }
+            if to_command.write_all(chunk).await.1.is_err() {
+                break;
             }
         }
     });

@@ -126,3 +126,64 @@ except KeyboardInterrupt:
     assert!(!tree.outside.join("f").exists());
     wait_for(&sock, "SETTINGS-RESTORED");
 }
+
+#[test]
+fn ctrl_z_stops_the_command_and_cordon_and_fg_continues_both() {
+    let tree = Tree::new();
+    let script = tree.cwd.join("stoppable.py");
+    std::fs::write(
+        &script,
+        r#"
+import signal, sys, time
+signal.signal(signal.SIGCONT, lambda *_: print("CONTINUED", flush=True))
+print("READY", flush=True)
+try:
+    while True:
+        time.sleep(0.1)
+except KeyboardInterrupt:
+    print("INTERRUPTED", flush=True)
+    sys.exit(3)
+"#,
+    )
+    .unwrap();
+    let sock = tree.root.join("tmux.sock");
+    let _server = KillServer(&sock);
+    let dir = tree.cwd.to_str().unwrap();
+    // An interactive shell with job control, as a person's.
+    tmux(
+        &sock,
+        &[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "-c",
+            dir,
+            "bash --norc --noprofile -i",
+        ],
+    );
+    let line = format!(
+        "env HOME={} CORDON_HELPER=self {} run -- python3 {}",
+        tree.home.display(),
+        env!("CARGO_BIN_EXE_cordon"),
+        script.display()
+    );
+    tmux(&sock, &["send-keys", "-t", "t", &line, "Enter"]);
+    wait_for(&sock, "READY");
+    tmux(&sock, &["send-keys", "-t", "t", "C-z"]);
+    // The shell got its terminal back and reports the job stopped.
+    wait_for(&sock, "Stopped");
+    tmux(&sock, &["send-keys", "-t", "t", "echo SHELL-BACK", "Enter"]);
+    wait_for(&sock, "\nSHELL-BACK");
+    tmux(&sock, &["send-keys", "-t", "t", "fg", "Enter"]);
+    wait_for(&sock, "CONTINUED");
+    tmux(&sock, &["send-keys", "-t", "t", "C-c"]);
+    wait_for(&sock, "INTERRUPTED");
+    // The job's status, as the shell saw it end after `fg`: the command's own exit code.
+    tmux(&sock, &["send-keys", "-t", "t", "echo FG-RC=$?", "Enter"]);
+    wait_for(&sock, "FG-RC=3");
+}
