@@ -181,8 +181,16 @@ except KeyboardInterrupt:
     wait_for(&sock, "\nSHELL-BACK");
     tmux(&sock, &["send-keys", "-t", "t", "fg", "Enter"]);
     wait_for(&sock, "CONTINUED");
+    let prompts = |screen: &str| screen.lines().filter(|l| l.starts_with("bash-")).count();
+    let before = prompts(&tmux(&sock, &["capture-pane", "-p", "-t", "t"]));
     tmux(&sock, &["send-keys", "-t", "t", "C-c"]);
     wait_for(&sock, "INTERRUPTED");
+    // Only once the shell prompts again is typing the shell's, not the command's.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while prompts(&tmux(&sock, &["capture-pane", "-p", "-t", "t"])) <= before {
+        assert!(Instant::now() < deadline, "the shell never prompted again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // The job's status, as the shell saw it end after `fg`: the command's own exit code.
     tmux(&sock, &["send-keys", "-t", "t", "echo FG-RC=$?", "Enter"]);
     wait_for(&sock, "FG-RC=3");
