@@ -86,8 +86,13 @@ def main():
     r = server.call("exec", argv=["python3", "-i", "-q", "-u"], stdin=True, yield_time_ms=500)
     repl = r["process_id"]
     r = server.call("write_stdin", process_id=repl, chars="print(6 * 7)\n", yield_time_ms=2000)
-    answer = [line for line in r["output"].splitlines() if line.strip("> ").isdigit()]
-    print("repl answered:", answer[0].strip("> ") if answer else r["output"])
+    output = r["output"]
+    for _ in range(40):  # a slow machine may still be starting the interpreter: poll
+        if "42" in output:
+            break
+        output += server.call("write_stdin", process_id=repl, yield_time_ms=500)["output"]
+    answer = [line for line in output.splitlines() if line.strip("> ").isdigit()]
+    print("repl answered:", answer[0].strip("> ") if answer else output)
     r = server.call("write_stdin", process_id=repl, chars="exit()\n", yield_time_ms=5000)
     print("repl ended:", r["outcome"]["kind"])
 

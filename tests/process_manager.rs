@@ -64,6 +64,27 @@ async fn assert_gone_soon(pid: u32) {
     panic!("process {pid} is still alive");
 }
 
+/// Writes `bytes`, then keeps collecting until `needle` has arrived (a loaded machine may be
+/// slow to start an interpreter); returns everything collected.
+async fn write_until(manager: &ProcessManager, id: u64, bytes: &[u8], needle: &str) -> String {
+    let mut text = manager
+        .write_stdin(id, bytes, Duration::from_millis(300))
+        .await
+        .unwrap()
+        .output
+        .text();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text.contains(needle) {
+        assert!(Instant::now() < deadline, "{needle:?} never came: {text:?}");
+        let more = manager
+            .write_stdin(id, b"", Duration::from_millis(300))
+            .await
+            .unwrap();
+        text.push_str(&more.output.text());
+    }
+    text
+}
+
 fn exited(response: &Response) -> &cordon::exec::ExecResult {
     match &response.status {
         ProcessStatus::Exited { result } => result,
@@ -74,6 +95,18 @@ fn exited(response: &Response) -> &cordon::exec::ExecResult {
 /// The host pid of a command that ran in the sandbox's pid namespace: the newest descendant
 /// of the helper whose command line is `needle`.
 fn host_pid_of(needle: &str) -> Option<u32> {
+    // A loaded machine may take a moment to exec the command.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match find_host_pid(needle) {
+            Some(pid) => return Some(pid),
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            None => return None,
+        }
+    }
+}
+
+fn find_host_pid(needle: &str) -> Option<u32> {
     let mut found = None;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -101,7 +134,7 @@ async fn long_running_server_is_polled_and_killed() {
         .start(
             sh(&dir, &script),
             ProcessIo::Request,
-            Duration::from_millis(400),
+            Duration::from_millis(1000),
         )
         .await
         .unwrap();
@@ -220,35 +253,11 @@ async fn repl_on_a_pipe_answers_each_line() {
         .await
         .unwrap();
     assert_eq!(started.status, ProcessStatus::Running);
-    let answer = manager
-        .write_stdin(
-            started.process_id,
-            b"print(6 * 7)\n",
-            Duration::from_millis(1500),
-        )
-        .await
-        .unwrap();
+    write_until(&manager, started.process_id, b"print(6 * 7)\n", "42\n").await;
+    let again = write_until(&manager, started.process_id, b"print('x' * 3)\n", "xxx\n").await;
     assert!(
-        answer.output.text().contains("42\n"),
-        "{:?}",
-        answer.output.text()
-    );
-    let again = manager
-        .write_stdin(
-            started.process_id,
-            b"print('x' * 3)\n",
-            Duration::from_millis(1500),
-        )
-        .await
-        .unwrap();
-    assert!(
-        again.output.text().contains("xxx\n"),
-        "{:?}",
-        again.output.text()
-    );
-    assert!(
-        !again.output.text().contains("42"),
-        "old output is not repeated"
+        !again.contains("42"),
+        "old output is not repeated: {again:?}"
     );
     let end = manager
         .write_stdin(
@@ -296,16 +305,14 @@ async fn repl_on_a_pty_has_a_controlling_terminal() {
     assert_eq!(started.status, ProcessStatus::Running);
     assert!(manager.list()[0].tty);
     let script = b"import os, sys; print('tty', os.isatty(0), os.isatty(1), os.isatty(2), os.tcgetpgrp(0) == os.getpgrp(), os.get_terminal_size(0))\n";
-    let answer = manager
-        .write_stdin(started.process_id, script, Duration::from_millis(1500))
-        .await
-        .unwrap();
-    let text = answer.output.text();
     // The terminal echoes the line; the answer comes after it, with CRLF line ends.
-    assert!(
-        text.contains("tty True True True True os.terminal_size(columns=101, lines=33)\r\n"),
-        "{text:?}"
-    );
+    write_until(
+        &manager,
+        started.process_id,
+        script,
+        "tty True True True True os.terminal_size(columns=101, lines=33)\r\n",
+    )
+    .await;
     manager
         .resize(
             started.process_id,
@@ -315,22 +322,13 @@ async fn repl_on_a_pty_has_a_controlling_terminal() {
             },
         )
         .unwrap();
-    let resized = manager
-        .write_stdin(
-            started.process_id,
-            b"print('size', os.get_terminal_size(0))\n",
-            Duration::from_millis(1500),
-        )
-        .await
-        .unwrap();
-    assert!(
-        resized
-            .output
-            .text()
-            .contains("size os.terminal_size(columns=120, lines=40)\r\n"),
-        "{:?}",
-        resized.output.text()
-    );
+    write_until(
+        &manager,
+        started.process_id,
+        b"print('size', os.get_terminal_size(0))\n",
+        "size os.terminal_size(columns=120, lines=40)\r\n",
+    )
+    .await;
     let end = manager
         .write_stdin(started.process_id, b"exit(4)\n", Duration::from_secs(5))
         .await
