@@ -216,3 +216,84 @@ fn an_mcp_client_initialises_lists_the_tools_and_calls_them() {
     let status = client.child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn a_denial_is_put_to_the_user_by_elicitation_and_retried_with_exactly_that_grant() {
+    let tree = Tree::new();
+    let mut client = Client::start(&tree);
+    let init = client.request(
+        "initialize",
+        json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "cordon-test", "version": "0"},
+        }),
+    );
+    assert!(init["result"].is_object(), "{init}");
+    client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    let call = |client: &mut Client, cmd: String, approve: bool| -> (Value, String) {
+        client.next_id += 1;
+        let id = client.next_id;
+        client.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "exec_command", "arguments": {"cmd": cmd}}}));
+        let mut asked = Value::Null;
+        loop {
+            let message = client
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a message within 30 s");
+            if message["method"] == json!("elicitation/create") {
+                asked = message["params"].clone();
+                client.send(json!({"jsonrpc": "2.0", "id": message["id"],
+                    "result": {"action": "accept", "content": {"approve": approve}}}));
+                continue;
+            }
+            if message["id"] == json!(id) {
+                let text = message["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                return (asked, text);
+            }
+        }
+    };
+
+    // Approved: run once more with exactly the directory shown.
+    let target = tree.outside.join("granted");
+    let (asked, text) = call(
+        &mut client,
+        format!("echo yes > {}", target.display()),
+        true,
+    );
+    let message = asked["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("never asked: {text}"));
+    assert!(
+        message.contains(&format!("--writable {}", tree.outside.display())),
+        "{message}"
+    );
+    assert_eq!(
+        asked["requestedSchema"]["properties"]["approve"]["type"],
+        json!("boolean")
+    );
+    assert!(text.starts_with("Exit code: 0 (success)\n"), "{text}");
+    assert!(text.contains("approval: approved"), "{text}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "yes\n");
+
+    // Declined: reported as denied, nothing written.
+    let other = tree.root.join("declined");
+    std::fs::create_dir(&other).unwrap();
+    let (asked, text) = call(
+        &mut client,
+        format!("echo no > {}/f", other.display()),
+        false,
+    );
+    assert!(asked.is_object(), "{text}");
+    assert!(text.contains("(denied)\nDenied by the sandbox:"), "{text}");
+    assert!(text.contains("approval: denied"), "{text}");
+    assert!(!other.join("f").exists());
+
+    drop(client.stdin);
+    assert!(client.child.wait().unwrap().success());
+}

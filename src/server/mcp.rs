@@ -1,8 +1,9 @@
 //! `cordon mcp`: the service as an MCP server over stdio, built on the official Rust SDK
 //! (`rmcp`). Two tools, `exec_command` and `write_stdin`, whose descriptions are written for
-//! the model that calls them. MCP has no way to ask the calling client mid-call, so a denial
-//! is not retried here: it comes back in the result with the exact grant that would allow it,
-//! for the model to put to its user.
+//! the model that calls them. A denial is put to the user through MCP elicitation when the
+//! client offers it (form mode): accepted, the command runs once more with exactly the grant
+//! shown, as `cordon serve` does. Without elicitation (or declined) the denial comes back in
+//! the result with that grant, for the model to put to its user.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -15,8 +16,59 @@ use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{DenyAll, ExecParams, ExecReply, ExecService, ServiceError, WriteParams};
+use super::{
+    ApprovalAnswer, ApprovalClient, ExecParams, ExecReply, ExecService, ServiceError, WriteParams,
+};
 use crate::exec::Outcome;
+use crate::orchestrator::ApprovalRequest;
+
+/// How long the user may take to answer an approval.
+const APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The form shown to the user for a denied command.
+#[derive(Debug, Deserialize, serde::Serialize, JsonSchema)]
+pub struct ApprovalForm {
+    /// Run the command once more with exactly the access shown.
+    pub approve: bool,
+}
+
+rmcp::elicit_safe!(ApprovalForm);
+
+/// Asks the user through the MCP client (elicitation); anything but an explicit approval,
+/// including a client without elicitation, is a deny.
+struct ElicitApprover(rmcp::Peer<rmcp::RoleServer>);
+
+impl ApprovalClient for ElicitApprover {
+    async fn ask(&self, ask: &ApprovalRequest) -> ApprovalAnswer {
+        let command: Vec<String> = ask
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let mut message = format!("The sandbox refused this command: {}\n", command.join(" "));
+        for d in &ask.denials {
+            let _ = writeln!(message, "- {d}");
+        }
+        let grants: Vec<&str> = ask.denials.iter().map(|d| d.allow_with.as_str()).collect();
+        let _ = write!(
+            message,
+            "Run it once more with exactly this added ({})? Its first attempt is not undone.",
+            grants.join(", ")
+        );
+        match self
+            .0
+            .elicit_with_timeout::<ApprovalForm>(message, Some(APPROVAL_TIMEOUT))
+            .await
+        {
+            Ok(Some(ApprovalForm { approve: true })) => ApprovalAnswer::Approve,
+            Ok(_) => ApprovalAnswer::Deny,
+            Err(e) => {
+                tracing::info!("mcp: no approval ({e}); the denial is reported instead");
+                ApprovalAnswer::Deny
+            }
+        }
+    }
+}
 
 /// `exec_command`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -83,11 +135,12 @@ impl CordonMcp {
         description = "Run a shell command in cordon's sandbox and return its output. \
 The command runs as `$SHELL -lc CMD` in one persistent session: the working directory persists across calls (a `cd` in one command applies to the next, as long as it stays inside the workspace), and the environment of the user's login shell (PATH, tool managers, virtualenvs) is replayed from a snapshot, so it does not need re-sourcing. \
 What the sandbox allows is the server's profile; by default the command may read the file system, write only inside the workspace and temporary directories, and not use the network. \
-When the sandbox refuses something the result says `Denied by the sandbox` and lists each refused operation with the exact flag that would allow it (e.g. `--writable /path`); nothing is retried automatically: tell the user what was denied and why you need it, or find another way. \
+When the sandbox refuses something, the user may be asked (if this client supports it) whether to run the command once more with exactly the access it lacked; otherwise, or if they decline, the result says `Denied by the sandbox` and lists each refused operation with the exact flag that would allow it (e.g. `--writable /path`): tell the user what was denied and why you need it, or find another way. \
 If the command is still running after yield_time_ms, the result gives a process_id: call write_stdin with it to send input or to collect more output, and it keeps running meanwhile (servers, watchers). Output is capped, keeping its start and end."
     )]
     async fn exec_command(
         &self,
+        peer: rmcp::Peer<rmcp::RoleServer>,
         Parameters(args): Parameters<ExecCommandArgs>,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let params = ExecParams {
@@ -99,7 +152,9 @@ If the command is still running after yield_time_ms, the result gives a process_
             stdin: args.keep_stdin_open.unwrap_or(false),
             ..ExecParams::default()
         };
-        Ok(render(self.service.exec(params, &DenyAll).await))
+        Ok(render(
+            self.service.exec(params, &ElicitApprover(peer)).await,
+        ))
     }
 
     #[tool(
@@ -130,7 +185,8 @@ impl ServerHandler for CordonMcp {
             .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
             .with_instructions(
             "cordon runs shell commands in a Landlock + seccomp sandbox. exec_command runs one; \
-             write_stdin talks to one that is still running. Denials are reported, not retried.",
+             write_stdin talks to one that is still running. A denial is put to the user for \
+             approval when the client supports elicitation, and reported otherwise.",
         )
     }
 }
@@ -176,6 +232,18 @@ fn render(reply: Result<ExecReply, ServiceError>) -> CallToolResult {
             }
         }
         (None, None) => {}
+    }
+    if let Some(approval) = &reply.approval {
+        let _ = writeln!(
+            text,
+            "The first attempt was denied; approval: {}{}",
+            approval.decision,
+            approval
+                .reason
+                .as_ref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        );
     }
     for line in &reply.not_enforced {
         let _ = writeln!(text, "Note: {line}");
