@@ -601,3 +601,56 @@ pub(crate) fn apply_in_child(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_times_parse_and_nonsense_does_not() {
+        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+        assert_eq!(parse_size("64K").unwrap(), 64 << 10);
+        assert_eq!(parse_size("2g").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        for bad in ["", "0", "-1", "2X", "G", "99999999999999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_seconds("90").unwrap(), 90);
+        assert_eq!(parse_seconds("10m").unwrap(), 600);
+        assert_eq!(parse_seconds("2h").unwrap(), 7200);
+        for bad in ["", "0s", "1.5m", "10ms", "m"] {
+            assert!(parse_seconds(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_may_only_lower_the_limits_it_is_given() {
+        let server = Limits {
+            memory: Some(1 << 30),
+            processes: Some(64),
+            ..Limits::default()
+        };
+        let asked: Limits =
+            serde_json::from_str(r#"{"memory":"4G","processes":8,"file_size":"1M"}"#).unwrap();
+        let applied = server.tightened_by(Some(&asked)).unwrap();
+        assert_eq!(
+            applied,
+            Limits {
+                memory: Some(1 << 30),
+                processes: Some(8),
+                cpu_time: None,
+                file_size: Some(1 << 20),
+            }
+        );
+        assert_eq!(server.tightened_by(None).unwrap(), server);
+        let zero = Limits {
+            processes: Some(0),
+            ..Limits::default()
+        };
+        assert!(matches!(
+            server.tightened_by(Some(&zero)),
+            Err(LimitError::Zero(LimitKind::Processes))
+        ));
+        assert!(serde_json::from_str::<Limits>(r#"{"memroy":"1G"}"#).is_err());
+    }
+}
