@@ -273,3 +273,7 @@ print(f"  direct (no sandbox)            {direct / 2**20:8.1f} MiB/s")
 print(f"  through cordon's proxy         {proxied / 2**20:8.1f} MiB/s")
 print(f"ratio proxied / direct: {proxied / direct:.3f} (target >= 0.8)")
 PY
+# Unified exec (issue 11): `echo hi` through a long-lived `cordon serve` against `cordon run`,
+# and the memory of idle live processes in the server's manager. From the private work dir:
+# the session directory must lie outside the default profile's writable roots (/tmp is one).
+(cd "$work" && HOME=$home python3 "$OLDPWD/scripts/bench_server.py" "$cordon" "${BENCH_SERVER_RUNS:-100}")

@@ -41,6 +41,7 @@ pub mod orchestrator;
 pub mod patch;
 mod path_walk;
 pub mod profile;
+pub mod server;
 pub mod session;
 pub mod snapshot;
 pub mod user_shell;

@@ -21,7 +21,9 @@ use cordon::sandbox::policy::{Enforcement, NetworkMode};
 mod context_cli;
 mod doctor_cli;
 mod patch_cli;
+mod pty_relay;
 mod report;
+mod serve_cli;
 mod shell_cli;
 mod snapshot_cli;
 mod terminal;
@@ -73,6 +75,11 @@ enum Command {
     },
     /// Print the manual page (roff) on stdout: `cordon man | man -l -`.
     Man,
+    /// Serve exec, write_stdin, kill and list as JSON-RPC 2.0 over stdin/stdout, one message
+    /// per line, for agents in any language (see the README).
+    Serve(serve_cli::ServeArgs),
+    /// The same as an MCP server over stdio (tools exec_command and write_stdin).
+    Mcp(serve_cli::ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -144,9 +151,47 @@ struct RunArgs {
     /// its startup files itself, inside the sandbox).
     #[arg(long)]
     no_snapshot: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// The command and its arguments.
     #[arg(last = true, value_name = "PROGRAM [ARGS]...")]
     argv: Vec<OsString>,
+}
+
+/// Resource limits (`cordon run`, `cordon serve`, `cordon mcp`).
+#[derive(clap::Args, Clone, Default)]
+pub struct LimitArgs {
+    /// Bound the command's memory (all its processes together where a cgroup can be made): 512M, 2G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_limit_size)]
+    memory: Option<u64>,
+    /// Bound how many processes and threads the command may have at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    processes: Option<u64>,
+    /// Bound the CPU time of each of the command's processes: 30s, 10m, 1h.
+    #[arg(long, value_name = "DURATION", value_parser = parse_limit_seconds)]
+    cpu_time: Option<u64>,
+    /// Bound the size of each file the command writes: 1G.
+    #[arg(long, value_name = "SIZE", value_parser = parse_limit_size)]
+    file_size: Option<u64>,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> cordon::exec::limits::Limits {
+        cordon::exec::limits::Limits {
+            memory: self.memory,
+            processes: self.processes,
+            cpu_time: self.cpu_time,
+            file_size: self.file_size,
+        }
+    }
+}
+
+fn parse_limit_size(text: &str) -> Result<u64, String> {
+    cordon::exec::limits::parse_size(text).map_err(|e| e.to_string())
+}
+
+fn parse_limit_seconds(text: &str) -> Result<u64, String> {
+    cordon::exec::limits::parse_seconds(text).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -253,6 +298,8 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_CORDON)
             }
         },
+        Command::Serve(args) => serve_or_report(args, serve_cli::Protocol::JsonRpc),
+        Command::Mcp(args) => serve_or_report(args, serve_cli::Protocol::Mcp),
         Command::Snapshot(command) => match snapshot_cli::run(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -302,6 +349,16 @@ fn clap_error_line(rendered: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+fn serve_or_report(args: serve_cli::ServeArgs, protocol: serve_cli::Protocol) -> ExitCode {
+    match serve_cli::run(args, protocol) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cordon: {}", one_line(&e));
+            ExitCode::from(EXIT_CORDON)
+        }
+    }
 }
 
 /// An error and its causes on one line, each cause once: the library's errors already quote
@@ -368,6 +425,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         Some(spec) => PermissionProfile::load(spec)?,
         None => PermissionProfile::default_profile(),
     };
+    let profile_limits = profile.limits;
     let overrides = Overrides {
         writable: absolute_entries(&cwd, &args.writable),
         readable: absolute_entries(&cwd, &args.readable),
@@ -451,6 +509,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
     let mut request = ExecRequest::new(args.argv, &cwd, resolved.policy)
         .env(env)
         .lossless_events(!args.json);
+    request.limits = profile_limits.tightened_by(Some(&args.limits.limits()))?;
     if !args.json {
         // Pass-through: stdin and stdout are the caller's own (a terminal stays a terminal);
         // stderr goes through cordon, which needs it to explain a denial.
@@ -458,11 +517,14 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         request.inherit_stdout = true;
         // Before the command's first byte: a person must not read output produced under less
         // confinement than the profile asked for without being told first.
-        request = request.on_confined(|receipt| {
+        // At a terminal the caller's terminal is in raw mode by then (see `pty_relay`): a
+        // line must bring its own carriage return.
+        let line_end = if pty_relay::wanted() { "\r\n" } else { "\n" };
+        request = request.on_confined(move |receipt| {
             use std::io::Write;
             let mut err = std::io::stderr().lock();
             for line in report::not_enforced_lines(receipt) {
-                let _ = writeln!(err, "cordon: {line}");
+                let _ = write!(err, "cordon: {line}{line_end}");
             }
             let _ = err.flush();
         });
@@ -523,6 +585,8 @@ async fn supervise(request: ExecRequest, json: bool) -> anyhow::Result<ExitCode>
     }
     let result = if json {
         sandbox.exec(request).await
+    } else if pty_relay::wanted() {
+        pty_relay::run(&sandbox, request, &group).await?
     } else {
         pass_through(&sandbox, request, &group).await?
     };

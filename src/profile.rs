@@ -110,6 +110,9 @@ pub struct PermissionProfile {
     /// Where it came from (a preset name or a file path), for messages.
     pub origin: String,
     rules: Option<Rules>,
+    /// `[limits]`: resource bounds for every command run under the profile (command-line
+    /// limits may only lower them).
+    pub limits: crate::exec::limits::Limits,
 }
 
 /// Sandboxed rules with unexpanded tokens.
@@ -187,6 +190,8 @@ struct ProfileFile {
     #[serde(default)]
     network: NetworkSection,
     enforcement: Option<Enforcement>,
+    #[serde(default)]
+    limits: crate::exec::limits::Limits,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -512,6 +517,7 @@ impl PermissionProfile {
         PermissionProfile {
             origin: preset.name().to_owned(),
             rules: preset.rules(),
+            limits: crate::exec::limits::Limits::default(),
         }
     }
 
@@ -607,6 +613,7 @@ impl PermissionProfile {
             return Ok(PermissionProfile {
                 origin: origin.to_owned(),
                 rules: None,
+                limits: file.limits,
             });
         };
         rules.read.extend(file.filesystem.read);
@@ -664,6 +671,7 @@ impl PermissionProfile {
         Ok(PermissionProfile {
             origin: origin.to_owned(),
             rules: Some(rules),
+            limits: file.limits,
         })
     }
 

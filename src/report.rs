@@ -22,6 +22,8 @@ struct Report<'a> {
     sandbox: Value,
     dropped_env: &'a [String],
     error: Value,
+    /// Which mechanism enforced each resource limit (empty without limits).
+    limits: &'a [cordon::exec::limits::LimitReceipt],
 }
 
 #[derive(Serialize)]
@@ -60,6 +62,7 @@ pub fn json(result: &ExecResult<Denial>) -> String {
         sandbox: sandbox(result),
         dropped_env: &result.dropped_env,
         error: error(&result.outcome),
+        limits: &result.limits,
     }
     .render()
 }
@@ -109,6 +112,7 @@ fn error(outcome: &Outcome<Denial>) -> Value {
         } => json!({ "step": step, "errno": errno, "message": message }),
         Outcome::ExecError { errno, message } => json!({ "errno": errno, "message": message }),
         Outcome::Rejected { reason } => json!({ "message": reason }),
+        Outcome::LimitExceeded { limit, .. } => json!({ "limit": limit }),
         _ => Value::Null,
     }
 }
@@ -130,6 +134,7 @@ pub fn rejected_json(message: &str) -> String {
         sandbox: Value::Null,
         dropped_env: &[],
         error: json!({ "message": message }),
+        limits: &[],
     }
     .render()
 }
@@ -161,6 +166,15 @@ pub fn stderr_lines(result: &ExecResult<Denial>) -> Vec<String> {
             "interrupted; killed {program} and its process group"
         )],
         Outcome::Rejected { reason } => vec![reason.clone()],
+        Outcome::LimitExceeded { limit, .. } => {
+            let how = result
+                .limits
+                .iter()
+                .find(|r| r.limit == *limit)
+                .map(|r| format!(" ({} enforced by {}: {})", r.value, r.mechanism, r.scope))
+                .unwrap_or_default();
+            vec![format!("{program} exceeded its {limit} limit{how}")]
+        }
         // The proxy's refusals are first-hand even when the command went on (a `curl` without
         // `-f` printing the 403, a client that fell back to another host): say them.
         Outcome::Success | Outcome::Failed { .. } | Outcome::Signaled { .. } => result

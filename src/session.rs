@@ -264,6 +264,13 @@ pub struct Prepared {
 #[derive(Debug)]
 pub struct CwdReport(Option<File>);
 
+impl CwdReport {
+    /// No report: the session's cwd does not follow the command.
+    pub fn none() -> CwdReport {
+        CwdReport(None)
+    }
+}
+
 /// What became of the working directory a command reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CwdUpdate {

@@ -436,6 +436,9 @@ impl Env {
         // Right after the namespace step made them, before anything of the command runs: the
         // parent serves the proxy, host ports and published ports through these.
         self.hand_over(std::mem::take(&mut entered.listeners))?;
+        // In the process that execs, after the namespace layer gave it a group of its own and
+        // before seccomp (which has no reason to allow TIOCSPGRP to setup).
+        process::foreground_on_terminal()?;
         // Before no_new_privs and Landlock: dropping the bounding set needs CAP_SETPCAP.
         process::drop_capabilities()?;
         // Before Landlock and seccomp, which require it without CAP_SYS_ADMIN; also stops

@@ -105,6 +105,9 @@ pub enum SetupError {
     /// A signal disposition could not be reset.
     #[error("cannot reset signal dispositions: {0}")]
     Signals(io::Error),
+    /// The command's process group could not become its terminal's foreground group.
+    #[error("cannot make the command the foreground process group of its terminal: {0}")]
+    Terminal(io::Error),
     /// The status record could not be written.
     #[error("cannot write the status record: {0}")]
     Status(io::Error),
@@ -180,6 +183,7 @@ impl SetupError {
             SetupError::Refused { .. } => Step::Enforcement,
             SetupError::Status(_) => Step::Status,
             SetupError::Signals(_) => Step::Signals,
+            SetupError::Terminal(_) => Step::Terminal,
             SetupError::Chdir { .. } => Step::Chdir,
             SetupError::Namespace { .. } => Step::Namespaces,
             SetupError::Mount { .. } | SetupError::SymlinkInView { .. } => Step::Mounts,
@@ -203,6 +207,7 @@ impl SetupError {
             | SetupError::ParentDeath(e)
             | SetupError::NoNewPrivs(e)
             | SetupError::Signals(e)
+            | SetupError::Terminal(e)
             | SetupError::Status(e)
             | SetupError::Loopback(e)
             | SetupError::Listener { source: e, .. } => e.raw_os_error(),

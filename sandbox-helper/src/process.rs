@@ -176,3 +176,34 @@ pub fn default_sigpipe() -> Result<(), SetupError> {
     }
     Ok(())
 }
+
+/// When stdin is this process's controlling terminal (the parent's PTY, taken with
+/// `TIOCSCTTY` before the helper started), makes this process's group the terminal's
+/// foreground group. The namespace layer runs the command in a process group of its own, and
+/// a background group that reads its terminal is stopped by `SIGTTIN`. Without a controlling
+/// terminal on stdin (a pipe, `/dev/null`, a terminal the helper's `setsid` left behind) this
+/// does nothing.
+pub fn foreground_on_terminal() -> Result<(), SetupError> {
+    // SAFETY: tcgetsid only queries fd 0; it fails with ENOTTY unless fd 0 is our
+    // controlling terminal.
+    if unsafe { libc::tcgetsid(0) } < 0 {
+        return Ok(());
+    }
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it; pthread_sigmask
+    // reads and writes sigsets that live on this stack frame.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut saved: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, libc::SIGTTOU);
+        // A background group changing the foreground group gets SIGTTOU unless it is blocked.
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut saved);
+        let rc = libc::tcsetpgrp(0, libc::getpgrp());
+        let err = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(SetupError::Terminal(err));
+        }
+    }
+    Ok(())
+}

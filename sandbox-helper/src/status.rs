@@ -194,6 +194,8 @@ pub enum Step {
     Loopback,
     /// Starting the pid-1 init and the command's process.
     Init,
+    /// Making the command the foreground process group of its controlling terminal.
+    Terminal,
 }
 
 impl std::fmt::Display for Step {

@@ -77,6 +77,22 @@ impl CappedBuffer {
         self.total
     }
 
+    /// What [`CappedBuffer::finish`] would return now, leaving the buffer as it is.
+    pub fn snapshot(&self) -> Captured {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let dropped = self.total - kept;
+        let mut bytes = self.head.clone();
+        if dropped > 0 {
+            bytes.extend_from_slice(elision_marker(dropped).as_bytes());
+        }
+        self.tail.append_to(&mut bytes);
+        Captured {
+            bytes,
+            total: self.total,
+            dropped,
+        }
+    }
+
     /// The head, marker and tail.
     pub fn finish(self) -> Captured {
         let kept = (self.head.len() + self.tail.len()) as u64;

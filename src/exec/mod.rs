@@ -52,7 +52,10 @@
 
 pub mod capture;
 pub mod env;
+pub mod limits;
 pub mod outcome;
+pub mod process_manager;
+pub mod pty;
 mod supervise;
 pub(crate) mod supervisor_guard;
 
@@ -74,6 +77,7 @@ pub use env::{EnvBase, EnvPolicy};
 pub use outcome::{
     ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind, Unclassified,
 };
+pub use pty::{Pty, StdinPipe, WindowSize};
 
 /// Default timeout: ten minutes.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -183,6 +187,9 @@ pub enum StdinSource {
     Bytes(Vec<u8>),
     /// The caller's own stdin (the CLI passes its terminal or pipe through).
     Inherit,
+    /// The read end of a pipe whose write end the caller keeps: input written while the
+    /// command runs (the process manager's `write_stdin`).
+    Pipe(StdinPipe),
 }
 
 /// One command to run.
@@ -225,6 +232,15 @@ pub struct ExecRequest {
     /// The caller's side of the managed network (`network.mode = "proxy"`): the approver for
     /// unlisted hosts and the resolver. See [`crate::network`].
     pub network: crate::network::NetworkOptions,
+    /// Run on this pseudo-terminal instead of pipes: its slave is the command's stdin, stdout
+    /// and stderr and its controlling terminal; everything the command writes arrives as
+    /// [`StreamKind::Stdout`] (a terminal has one stream), and the result's `stdout` and
+    /// `stderr` both hold that stream, so that a denial message on it is classified as one on
+    /// stderr would be. Overrides `stdin` and `inherit_stdout`.
+    pub tty: Option<Pty>,
+    /// Memory, process, CPU-time and file-size bounds (see [`limits`]); the result's
+    /// `limits` says what enforced each.
+    pub limits: limits::Limits,
 }
 
 /// A function the supervisor calls with the receipt before the command runs.
@@ -283,6 +299,8 @@ impl ExecRequest {
             inherit_stdout: false,
             on_confined: None,
             network: crate::network::NetworkOptions::default(),
+            tty: None,
+            limits: limits::Limits::default(),
         }
     }
 

@@ -87,6 +87,13 @@ pub enum Outcome<D = Unclassified> {
         /// Why.
         reason: String,
     },
+    /// The command hit one of its resource limits and failed or was killed for it.
+    LimitExceeded {
+        /// Which limit.
+        limit: super::limits::LimitKind,
+        /// The exit code of the outcome this replaced (the command's status or `128+N`).
+        code: i32,
+    },
 }
 
 impl<D> Outcome<D> {
@@ -95,7 +102,9 @@ impl<D> Outcome<D> {
     pub fn exit_code(&self) -> i32 {
         match self {
             Outcome::Success => 0,
-            Outcome::Failed { code } | Outcome::Denied { code, .. } => *code,
+            Outcome::Failed { code }
+            | Outcome::Denied { code, .. }
+            | Outcome::LimitExceeded { code, .. } => *code,
             Outcome::TimedOut => EXIT_TIMEOUT,
             Outcome::Signaled { signal } => 128 + signal,
             Outcome::Cancelled => EXIT_CANCELLED,
@@ -116,6 +125,7 @@ impl<D> Outcome<D> {
             Outcome::SetupError { .. } => "setup_error",
             Outcome::ExecError { .. } => "exec_error",
             Outcome::Rejected { .. } => "rejected",
+            Outcome::LimitExceeded { .. } => "limit_exceeded",
         }
     }
 }
@@ -153,6 +163,7 @@ impl Outcome<Unclassified> {
             },
             Outcome::ExecError { errno, message } => Outcome::ExecError { errno, message },
             Outcome::Rejected { reason } => Outcome::Rejected { reason },
+            Outcome::LimitExceeded { limit, code } => Outcome::LimitExceeded { limit, code },
         }
     }
 }
@@ -254,6 +265,8 @@ pub struct ExecResult<D = Unclassified> {
     /// command succeeded anyway.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_denials: Vec<crate::classify::Denial>,
+    /// Which mechanism enforced each requested resource limit.
+    pub limits: Vec<super::limits::LimitReceipt>,
 }
 
 impl<D> ExecResult<D> {
@@ -304,6 +317,7 @@ impl ExecResult<Unclassified> {
             dropped_env: self.dropped_env,
             events_dropped_bytes: self.events_dropped_bytes,
             network_denials: self.network_denials,
+            limits: self.limits,
         }
     }
 }

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use cordon_sandbox::confine::describe_errno;
 use cordon_sandbox::status::{read_records_with_fds, StatusRecord};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::JoinHandle;
@@ -18,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::capture::{CappedBuffer, Captured};
 use super::env::PreparedEnv;
+use super::limits::{LimitKind, LimitPlan, Limits};
 use super::outcome::{ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind};
 use super::supervisor_guard::guard_supervisor;
 use super::{Config, ExecEvent, ExecRequest, StdinSource};
@@ -35,7 +35,7 @@ enum Ended {
 
 pub(super) async fn run(
     config: &Config,
-    request: ExecRequest,
+    mut request: ExecRequest,
     events: Option<mpsc::Sender<ExecEvent>>,
 ) -> ExecResult {
     let started = Instant::now();
@@ -61,6 +61,7 @@ pub(super) async fn run(
         dropped_env: Vec::new(),
         events_dropped_bytes: 0,
         network_denials: Vec::new(),
+        limits: Vec::new(),
     };
     let mut env = match validate(config, &request) {
         Ok(env) => env,
@@ -91,8 +92,19 @@ pub(super) async fn run(
         result.outcome = Outcome::Cancelled;
         return result;
     }
+    // Made before the spawn, removed (with anything left in it) when this function returns.
+    let limit_plan = match LimitPlan::new(&request.limits) {
+        Ok(plan) => plan,
+        Err(e) => {
+            result.outcome = Outcome::Rejected {
+                reason: e.to_string(),
+            };
+            return result;
+        }
+    };
+    result.limits = limit_plan.receipts.clone();
 
-    let (command, status_pipe, passed) = match build_command(config, &request, &env) {
+    let (command, status_pipe, passed) = match build_command(config, &request, &env, &limit_plan) {
         Ok(built) => built,
         Err(e) => {
             result.outcome = spawn_failure(&e, &result);
@@ -101,6 +113,9 @@ pub(super) async fn run(
     };
     let mut command = tokio::process::Command::from(command);
     let spawned = command.spawn();
+    // The parent's copies of the child's stdio (a PTY slave, a stdin pipe's read end) go with
+    // the command, so a terminal hangs up when the command's last holder exits.
+    drop(command);
     // Whatever happened, the parent's copy of the write end must go now, or end of file never
     // arrives on the status pipe.
     let status_read = status_pipe.map(|p| p.into_read_end_and_hold());
@@ -149,9 +164,34 @@ pub(super) async fn run(
     let _stop_drain_on_drop = stop_drain.clone().drop_guard();
     let limit = request.output_limit.unwrap_or(config.output_limit);
     let consumer = Arc::new(ConsumerState::default());
+    // From here on only the master: the parent's copy of the slave would keep the terminal
+    // from hanging up when the command exits.
+    let tty = request.tty.take();
+    let is_tty = tty.is_some();
+    let (out_reader, err_reader): (Option<Reader>, Option<Reader>) = match &tty {
+        Some(pty) => match super::pty::AsyncStream::new(&pty.master) {
+            Ok(stream) => (Some(Box::new(stream)), None),
+            Err(e) => {
+                group.kill();
+                result.outcome = Outcome::SetupError {
+                    step: SetupStep::Parent(ParentStep::SpawnHelper),
+                    errno: e.raw_os_error(),
+                    message: format!("cannot read the command's terminal: {e}"),
+                };
+                result.duration = started.elapsed();
+                return result;
+            }
+        },
+        None => (
+            child.stdout.take().map(|r| Box::new(r) as Reader),
+            child.stderr.take().map(|r| Box::new(r) as Reader),
+        ),
+    };
+    // The reader has its own duplicate of the master; the caller keeps its own copy of it.
+    drop(tty);
     let mut drain_task = tokio::spawn(drain(
-        child.stdout.take(),
-        child.stderr.take(),
+        out_reader,
+        err_reader,
         limit,
         events,
         request.lossless_events.then(|| Arc::clone(&consumer)),
@@ -214,6 +254,11 @@ pub(super) async fn run(
 
     result.stdout = drained.stdout.finish();
     result.stderr = drained.stderr.finish();
+    if is_tty {
+        // A terminal has one stream, where the command's error messages are too: it is what
+        // the classifier must read as it reads stderr.
+        result.stderr = result.stdout.clone();
+    }
     result.output = drained.output.finish();
     result.events_dropped_bytes = drained.events_dropped_bytes;
     if let Some(status) = final_status {
@@ -224,6 +269,7 @@ pub(super) async fn run(
     if let Some(network) = &network {
         result.network_denials = network.finish();
     }
+    result.outcome = limit_outcome(result.outcome, &request.limits, &limit_plan);
     result.duration = started.elapsed();
     result
 }
@@ -247,6 +293,34 @@ struct StopOnDrop(Arc<crate::network::Service>);
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.stop();
+    }
+}
+
+/// `limit_exceeded` in place of a failure, signal death or timeout that a limit caused, as
+/// the kernel's counters (cgroup) or the limit's own signal (rlimit) show.
+fn limit_outcome(outcome: Outcome, limits: &Limits, plan: &LimitPlan) -> Outcome {
+    let code = outcome.exit_code();
+    let hit = match &outcome {
+        Outcome::Failed { .. } | Outcome::Signaled { .. } | Outcome::TimedOut => {
+            plan.cgroup.as_ref().and_then(|c| c.exceeded())
+        }
+        _ => None,
+    };
+    // The limit's own signal killed the command, or a shell reported (as 128+N) that it
+    // killed the command's child.
+    let signal = match outcome {
+        Outcome::Signaled { signal } => Some(signal),
+        Outcome::Failed { code } if code > 128 => Some(code - 128),
+        _ => None,
+    };
+    let by_signal = match signal {
+        Some(libc::SIGXCPU) if limits.cpu_time.is_some() => Some(LimitKind::CpuTime),
+        Some(libc::SIGXFSZ) if limits.file_size.is_some() => Some(LimitKind::FileSize),
+        _ => None,
+    };
+    match hit.or(by_signal) {
+        Some(limit) => Outcome::LimitExceeded { limit, code },
+        None => outcome,
     }
 }
 
@@ -348,7 +422,12 @@ type Built = (
 );
 
 /// The command to spawn, see [`Built`].
-fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> io::Result<Built> {
+fn build_command(
+    config: &Config,
+    request: &ExecRequest,
+    env: &PreparedEnv,
+    limits: &LimitPlan,
+) -> io::Result<Built> {
     let (mut command, status, passed) = match (&request.policy, &config.helper) {
         (Some(policy), Some(helper)) => {
             let launch = match request.on_confined {
@@ -403,23 +482,57 @@ fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> i
     };
     command
         .env_clear()
-        .envs(env.vars.iter().map(|(k, v)| (k, v)))
-        .stdin(match request.stdin {
-            StdinSource::Null => Stdio::null(),
-            StdinSource::Bytes(_) => Stdio::piped(),
-            StdinSource::Inherit => Stdio::inherit(),
-        })
-        .stdout(if request.inherit_stdout {
-            Stdio::inherit()
-        } else {
-            Stdio::piped()
-        })
-        .stderr(Stdio::piped());
-    // SAFETY: setsid is async-signal-safe. It makes the child the leader of a new session and
-    // process group, so one killpg reaches the whole tree and the terminal's signals do not.
+        .envs(env.vars.iter().map(|(k, v)| (k, v)));
+    match &request.tty {
+        Some(pty) => {
+            command
+                .stdin(Stdio::from(pty.slave.try_clone()?))
+                .stdout(Stdio::from(pty.slave.try_clone()?))
+                .stderr(Stdio::from(pty.slave.try_clone()?));
+        }
+        None => {
+            command
+                .stdin(match &request.stdin {
+                    StdinSource::Null => Stdio::null(),
+                    StdinSource::Bytes(_) => Stdio::piped(),
+                    StdinSource::Inherit => Stdio::inherit(),
+                    StdinSource::Pipe(pipe) => Stdio::from(pipe.0.try_clone()?),
+                })
+                .stdout(if request.inherit_stdout {
+                    Stdio::inherit()
+                } else {
+                    Stdio::piped()
+                })
+                .stderr(Stdio::piped());
+        }
+    }
+    let cgroup_fds = limits
+        .cgroup
+        .as_ref()
+        .map(|c| c.procs_fds())
+        .unwrap_or_default();
+    let rlimits = limits.rlimits.clone();
+    if !cgroup_fds.is_empty() || !rlimits.is_empty() {
+        // SAFETY: apply_in_child only calls write, getrlimit and setrlimit, which are
+        // async-signal-safe, on descriptors open in the child and on the captured vectors,
+        // which were allocated before the fork.
+        unsafe {
+            command.pre_exec(move || super::limits::apply_in_child(&cgroup_fds, &rlimits));
+        }
+    }
+    let take_terminal = request.tty.is_some();
+    // SAFETY: setsid and ioctl are async-signal-safe and touch no memory of ours. setsid makes
+    // the child the leader of a new session and process group, so one killpg reaches the whole
+    // tree and the caller's terminal's signals do not. With a PTY, the new session takes the
+    // slave (already on fd 0) as its controlling terminal here, before the helper confines
+    // anything: the seccomp rules then need not allow TIOCSCTTY, and every process the
+    // command starts inherits the terminal (the namespace layer's init keeps the session).
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if take_terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
@@ -626,11 +739,14 @@ struct ConsumerState {
     busy: AtomicBool,
 }
 
+/// One of the command's output streams: a pipe, or the PTY master.
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+
 /// Reads both pipes until end of file or `stop`, always reading so the command never blocks
 /// on a full pipe. One task reads both, so `output` has the order reads completed in.
 async fn drain(
-    mut stdout: Option<ChildStdout>,
-    mut stderr: Option<ChildStderr>,
+    mut stdout: Option<Reader>,
+    mut stderr: Option<Reader>,
     limit: usize,
     mut events: Option<mpsc::Sender<ExecEvent>>,
     lossless: Option<Arc<ConsumerState>>,

@@ -1,0 +1,340 @@
+//! `cordon serve`: JSON-RPC 2.0 over a byte stream (stdin/stdout), one message per line.
+//!
+//! Requests from the client: `exec`, `write_stdin`, `kill`, `list` (see [`super`] for their
+//! parameters and results). A request from the server: `approve`, sent while an `exec` whose
+//! command was denied waits; the client answers `{"decision": "approve" | "deny"}` and the
+//! server runs the command once more with exactly what the denials name, or not.
+//!
+//! Robustness: every line is handled on its own; a line that is not JSON, not a JSON-RPC 2.0
+//! request, names an unknown method, or carries unknown fields gets a JSON-RPC error and
+//! nothing runs; requests run concurrently, each answered when done; end of input ends the
+//! server and kills every process it holds.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+use super::{
+    ApprovalAnswer, ApprovalClient, ExecParams, ExecService, KillParams, ListParams, ServiceError,
+    WriteParams,
+};
+use crate::orchestrator::ApprovalRequest;
+
+/// The longest line read; a longer one is answered with an error and skipped.
+pub const MAX_LINE: usize = 8 << 20;
+/// How long the server waits for the client to answer an `approve` request.
+pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// JSON-RPC error codes.
+mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// The process manager refused (unknown process, no stdin, ...).
+    pub const PROCESS_ERROR: i64 = -32001;
+}
+
+type Writer = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Unpin + Send>>>;
+type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>;
+
+async fn send(out: &Writer, message: &Value) {
+    let mut line = message.to_string();
+    line.push('\n');
+    let mut out = out.lock().await;
+    // A client that closed its end gets nothing more; the server ends at end of input.
+    let _ = out.write_all(line.as_bytes()).await;
+    let _ = out.flush().await;
+}
+
+fn error(id: &Value, code: i64, message: impl Into<String>) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+}
+
+/// Asks the client over the same stream.
+#[derive(Clone)]
+struct ClientApprover {
+    out: Writer,
+    waiters: Waiters,
+    counter: Arc<AtomicU64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApprovalResult {
+    decision: ApprovalAnswer,
+}
+
+impl ApprovalClient for ClientApprover {
+    async fn ask(&self, ask: &ApprovalRequest) -> ApprovalAnswer {
+        let id = format!(
+            "approve-{}",
+            self.counter.fetch_add(1, Ordering::SeqCst) + 1
+        );
+        let (tx, rx) = oneshot::channel();
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), tx);
+        let grants: Vec<&str> = ask.denials.iter().map(|d| d.allow_with.as_str()).collect();
+        send(
+            &self.out,
+            &json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": "approve",
+                "params": {
+                    "command": ask.argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
+                    "denials": ask.denials,
+                    "grant": grants,
+                },
+            }),
+        )
+        .await;
+        let answer = tokio::time::timeout(APPROVAL_TIMEOUT, rx).await;
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        match answer {
+            Ok(Ok(result)) => match serde_json::from_value::<ApprovalResult>(result) {
+                Ok(r) => r.decision,
+                Err(e) => {
+                    tracing::info!("serve: approval answer not understood, taken as deny: {e}");
+                    ApprovalAnswer::Deny
+                }
+            },
+            // No answer, an error answer, or a timeout: nothing more is granted.
+            _ => ApprovalAnswer::Deny,
+        }
+    }
+}
+
+/// Serves `service` until `input` ends. Every process still running is killed when the
+/// service is dropped, which the caller does after this returns.
+pub async fn serve<R, W>(service: Arc<ExecService>, input: R, output: W)
+where
+    R: AsyncBufRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let out: Writer = Arc::new(tokio::sync::Mutex::new(Box::new(output)));
+    let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
+    let approver = ClientApprover {
+        out: Arc::clone(&out),
+        waiters: Arc::clone(&waiters),
+        counter: Arc::new(AtomicU64::new(0)),
+    };
+    let mut input = input;
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        let mut line = Vec::new();
+        let read = (&mut input)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await;
+        match read {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::info!("serve: cannot read input: {e}");
+                break;
+            }
+        }
+        if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
+            send(
+                &out,
+                &error(
+                    &Value::Null,
+                    code::INVALID_REQUEST,
+                    format!("line longer than {MAX_LINE} bytes"),
+                ),
+            )
+            .await;
+            // Skip the rest of the line.
+            let mut rest = Vec::new();
+            if input.read_until(b'\n', &mut rest).await.is_err() {
+                break;
+            }
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let message: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                send(
+                    &out,
+                    &error(&Value::Null, code::PARSE_ERROR, format!("parse error: {e}")),
+                )
+                .await;
+                continue;
+            }
+        };
+        let Some(object) = message.as_object() else {
+            send(
+                &out,
+                &error(
+                    &Value::Null,
+                    code::INVALID_REQUEST,
+                    "a message must be one JSON object (batches are not supported)",
+                ),
+            )
+            .await;
+            continue;
+        };
+        let id = object.get("id").cloned().unwrap_or(Value::Null);
+        if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
+            send(
+                &out,
+                &error(
+                    &Value::Null,
+                    code::INVALID_REQUEST,
+                    "id must be a string, a number or null",
+                ),
+            )
+            .await;
+            continue;
+        }
+        if object.get("jsonrpc") != Some(&json!("2.0")) {
+            send(
+                &out,
+                &error(&id, code::INVALID_REQUEST, "jsonrpc must be \"2.0\""),
+            )
+            .await;
+            continue;
+        }
+        // A response to one of our requests.
+        if !object.contains_key("method") {
+            let key = id.as_str().unwrap_or_default().to_owned();
+            let waiter = waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+            match (waiter, object.get("result")) {
+                (Some(waiter), Some(result)) => {
+                    let _ = waiter.send(result.clone());
+                }
+                // An error answer: dropping the waiter makes it a deny.
+                (Some(_), None) => {}
+                (None, _) => {
+                    send(
+                        &out,
+                        &error(
+                            &id,
+                            code::INVALID_REQUEST,
+                            "no request of the server has this id",
+                        ),
+                    )
+                    .await;
+                }
+            }
+            continue;
+        }
+        if let Some(unknown) = object
+            .keys()
+            .find(|k| !["jsonrpc", "id", "method", "params"].contains(&k.as_str()))
+        {
+            send(
+                &out,
+                &error(
+                    &id,
+                    code::INVALID_REQUEST,
+                    format!("unknown field {unknown:?}"),
+                ),
+            )
+            .await;
+            continue;
+        }
+        let Some(method) = object
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            send(
+                &out,
+                &error(&id, code::INVALID_REQUEST, "method must be a string"),
+            )
+            .await;
+            continue;
+        };
+        let params = object.get("params").cloned().unwrap_or_else(|| json!({}));
+        let is_notification = !object.contains_key("id");
+        let (service, out, approver) = (Arc::clone(&service), Arc::clone(&out), approver.clone());
+        tasks.spawn(async move {
+            let reply = match handle(&service, &method, params, &approver).await {
+                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                Err((code, message)) => error(&id, code, message),
+            };
+            if !is_notification {
+                send(&out, &reply).await;
+            }
+        });
+        // Reap finished handlers as we go, so the set stays small.
+        while tasks.try_join_next().is_some() {}
+    }
+    // End of input: answer what is in flight, then return.
+    while tasks.join_next().await.is_some() {}
+}
+
+fn params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, (i64, String)> {
+    if !value.is_object() {
+        return Err((code::INVALID_PARAMS, "params must be an object".into()));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| (code::INVALID_PARAMS, format!("invalid params: {e}")))
+}
+
+fn service_error(e: ServiceError) -> (i64, String) {
+    match e {
+        ServiceError::InvalidParams(m) => (code::INVALID_PARAMS, m),
+        ServiceError::Manager(m) => (code::PROCESS_ERROR, m.to_string()),
+    }
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, (i64, String)> {
+    serde_json::to_value(value).map_err(|e| {
+        (
+            code::PROCESS_ERROR,
+            format!("cannot encode the result: {e}"),
+        )
+    })
+}
+
+async fn handle(
+    service: &ExecService,
+    method: &str,
+    value: Value,
+    approver: &ClientApprover,
+) -> Result<Value, (i64, String)> {
+    match method {
+        "exec" => {
+            let p: ExecParams = params(value)?;
+            to_value(&service.exec(p, approver).await.map_err(service_error)?)
+        }
+        "write_stdin" => {
+            let p: WriteParams = params(value)?;
+            to_value(&service.write_stdin(p).await.map_err(service_error)?)
+        }
+        "kill" => {
+            let p: KillParams = params(value)?;
+            to_value(&service.kill(p).await.map_err(service_error)?)
+        }
+        "list" => {
+            let _: ListParams = params(value)?;
+            Ok(json!({"processes": to_value(&service.list())?}))
+        }
+        other => Err((
+            code::METHOD_NOT_FOUND,
+            format!("unknown method {other:?} (exec, write_stdin, kill, list)"),
+        )),
+    }
+}
