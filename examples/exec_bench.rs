@@ -2,7 +2,7 @@
 //! run on the same machine.
 //!
 //! ```text
-//! cargo build --release -p cordon --bins --examples
+//! cargo build --release -p cordon-runtime --bins --examples
 //! target/release/examples/exec_bench [--helper PATH] [--execs N] [--gib N]
 //! ```
 //!

@@ -127,7 +127,7 @@ print(f"ratio cordon-sandbox namespaces / bwrap: {ms['cordon-sandbox namespaces'
 print(f"ratio fresh dir (placeholders) / bwrap: {ms['cordon-sandbox namespaces, fresh dir'] / ms['bwrap']:.3f}")
 PY
 
-cargo build --release --quiet -p cordon --examples
+cargo build --release --quiet -p cordon-runtime --examples
 
 # Shell snapshots: a HOME laid out like Debian's skeleton (a login bash reads .profile, which
 # sources .bashrc), whose .bashrc spends ~100 ms in a busy loop before defining a function.

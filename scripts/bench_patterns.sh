@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine >/dev/null; }
 cordon=${1:-}
 if [ -z "$cordon" ]; then
-  cargo build --release --quiet -p cordon --bin cordon
+  cargo build --release --quiet -p cordon-runtime --bin cordon
   cordon=$PWD/target/release/cordon
 fi
 # Not under /tmp, which the default profile makes writable (its patterns would walk it too).
