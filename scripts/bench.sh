@@ -29,8 +29,42 @@
 #   cordon run bash -lc true    end to end through the CLI (cache lookup, runtime, helper)
 # Target: the wrapped command within 2x of bash -c true. These rows run on the Landlock +
 # seccomp path (as the first block), so they measure what the snapshot costs, not the namespaces.
+# Peers (issue 13), in the same run: bwrap with sandbox-runtime's core flags, firejail
+# --noprofile --net=none, and sandbox-runtime's own CLI (srt, from npm), each next to cordon's
+# namespace path and to `true`; a row whose tool cannot be installed is left out with the reason.
+# Everything printed is also written to BENCHMARKS.md, with the machine and kernel named.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ -z "${CORDON_BENCH_INNER:-}" ]; then
+  out=$(mktemp)
+  set +e
+  CORDON_BENCH_INNER=1 "$0" "$@" | tee "$out"
+  status=${PIPESTATUS[0]}
+  set -e
+  if [ "$status" -ne 0 ]; then
+    rm -f "$out"
+    exit "$status"
+  fi
+  {
+    echo "# Benchmarks"
+    echo
+    echo "Written by \`scripts/bench.sh\` on $(date -u +%Y-%m-%d). Every ratio is against a reference"
+    echo "measured in the same run (hyperfine, medians of rounds of means)."
+    echo
+    echo "- Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))," \
+      "$(free -g | awk '/Mem:/ {print $2}') GiB"
+    echo "- Kernel: $(uname -sr); $(. /etc/os-release && echo "$PRETTY_NAME")"
+    echo "- Landlock ABI: $(target/release/cordon doctor --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["landlock_abi"])' || echo unknown)"
+    echo
+    echo '```'
+    cat "$out"
+    echo '```'
+  } >BENCHMARKS.md
+  rm -f "$out"
+  echo "bench: wrote BENCHMARKS.md"
+  exit 0
+fi
 
 if ! command -v hyperfine >/dev/null || ! command -v bwrap >/dev/null; then
   apt-get update -qq && apt-get install -y -qq hyperfine bubblewrap >/dev/null
@@ -277,3 +311,43 @@ PY
 # and the memory of idle live processes in the server's manager. From the private work dir:
 # the session directory must lie outside the default profile's writable roots (/tmp is one).
 (cd "$work" && HOME=$home python3 "$OLDPWD/scripts/bench_server.py" "$cordon" "${BENCH_SERVER_RUNS:-100}")
+
+# Peers: the same `true`, confined by each tool with flags as close to cordon's default
+# profile as each offers.
+peer_rows=(-n true "$true_bin" -n 'cordon-sandbox namespaces' "$helper --policy '$project_policy' -- $true_bin")
+peer_names=("cordon-sandbox namespaces")
+peer_rows+=(-n 'bwrap (sandbox-runtime flags)' "bwrap --new-session --die-with-parent --unshare-net --unshare-pid --ro-bind / / --bind $project $project --bind /tmp /tmp --dev /dev --proc /proc --chdir $project -- $true_bin")
+peer_names+=("bwrap (sandbox-runtime flags)")
+if command -v firejail >/dev/null || apt-get install -y -qq firejail >/dev/null 2>&1; then
+  peer_rows+=(-n 'firejail --noprofile --net=none' "firejail --quiet --noprofile --net=none $true_bin")
+  peer_names+=("firejail --noprofile --net=none")
+else
+  echo "peers: firejail left out: apt-get install firejail failed"
+fi
+if ! command -v srt >/dev/null; then
+  apt-get install -y -qq socat ripgrep >/dev/null 2>&1 || true
+  npm install -g @anthropic-ai/sandbox-runtime >/dev/null 2>&1 || true
+fi
+if command -v srt >/dev/null; then
+  peer_rows+=(-n 'sandbox-runtime srt' "srt $true_bin")
+  peer_names+=("sandbox-runtime srt")
+else
+  echo "peers: sandbox-runtime left out: npm install -g @anthropic-ai/sandbox-runtime failed (needs npm and its registry)"
+fi
+for round in $(seq "$rounds"); do
+  (cd "$project" && hyperfine -N --warmup 5 --runs "${BENCH_PEER_RUNS:-50}" --export-json "$work/peers-$round.json" "${peer_rows[@]}" >/dev/null)
+done
+python3 - "$work" "$rounds" "${peer_names[@]}" <<'PY'
+import json, statistics, sys
+work, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+means = {}
+for i in range(1, rounds + 1):
+    for x in json.load(open(f"{work}/peers-{i}.json"))["results"]:
+        means.setdefault(x["command"], []).append(x["mean"] * 1000)
+ms = {k: statistics.median(v) for k, v in means.items()}
+ref = ms["cordon-sandbox namespaces"]
+print(f"peers, `true` confined, median of {rounds} rounds of hyperfine means:")
+print(f"  {'true':34} {ms['true']:8.3f} ms")
+for name in names:
+    print(f"  {name:34} {ms[name]:8.3f} ms  {ms[name] / ref:6.2f}x cordon-sandbox namespaces")
+PY
