@@ -42,7 +42,27 @@ pub enum StatusRecord {
         /// The system's description of the errno.
         message: String,
     },
+    /// Descriptors sent with this record's bytes (`SCM_RIGHTS`, see [`send_fds`]), in order,
+    /// for the purpose `tag` names. A reader that is not [`read_records_and_fds`] loses them
+    /// (the kernel closes descriptors that a plain `read` does not take).
+    Fds {
+        /// What the descriptors are for ([`TAG_SECCOMP_LISTENER`], ...).
+        tag: String,
+        /// How many were sent.
+        count: usize,
+    },
+    /// What the seccomp observer needs besides its listener: the program of the kernel
+    /// filter's refusals, as it would run without the observer (`code`, `jt`, `jf`, `k` per
+    /// instruction). A notification this program answers with an errno is a refused call,
+    /// answered with that errno; only one it allows may continue.
+    Observer {
+        /// The instructions.
+        refusals: Vec<[u32; 4]>,
+    },
 }
+
+/// [`StatusRecord::Fds`] tag of the seccomp user-notification listener.
+pub const TAG_SECCOMP_LISTENER: &str = "seccomp_listener";
 
 /// What the helper enforced, and what it could not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,6 +212,175 @@ pub fn write_record(fd: BorrowedFd<'_>, record: &StatusRecord) -> io::Result<()>
     Ok(())
 }
 
+/// Sends `fds` over the status socket `channel` with one `fds` record naming `tag`, in one
+/// `sendmsg`, so that the descriptors travel with the record's first byte and a reader that
+/// takes them in order ([`read_records_and_fds`]) hands each record its own. The caller keeps
+/// its copies and closes them when it wishes (the receiver holds its own).
+pub fn send_fds(channel: BorrowedFd<'_>, tag: &str, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let line = encode(&StatusRecord::Fds {
+        tag: tag.to_owned(),
+        count: fds.len(),
+    })?;
+    let raw: Vec<libc::c_int> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let payload = std::mem::size_of_val(raw.as_slice());
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+    // u64 elements keep the control buffer aligned for `cmsghdr`.
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut sent = 0;
+    while sent < line.len() {
+        let rest = &line[sent..];
+        let mut iov = libc::iovec {
+            iov_base: rest.as_ptr() as *mut libc::c_void,
+            iov_len: rest.len(),
+        };
+        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        // The descriptors go with the first bytes; the rest of a short write goes plain.
+        if sent == 0 && !raw.is_empty() {
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = space as _;
+            // SAFETY: the control buffer is `space` bytes, room for one header carrying
+            // `payload` bytes, so CMSG_FIRSTHDR is non-null and CMSG_DATA points at `payload`
+            // writable bytes.
+            unsafe {
+                let header = libc::CMSG_FIRSTHDR(&msg);
+                (*header).cmsg_level = libc::SOL_SOCKET;
+                (*header).cmsg_type = libc::SCM_RIGHTS;
+                (*header).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
+                std::ptr::copy_nonoverlapping(
+                    raw.as_ptr().cast::<u8>(),
+                    libc::CMSG_DATA(header),
+                    payload,
+                );
+            }
+        }
+        // SAFETY: `msg` points at `iov` and `control`, both alive and sized as declared.
+        let n = unsafe { libc::sendmsg(channel.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        sent += n as usize;
+    }
+    Ok(())
+}
+
+/// A status socket read with `recvmsg`, keeping the descriptors that arrive, in order.
+struct FdReader {
+    socket: std::os::fd::OwnedFd,
+    received: std::collections::VecDeque<std::os::fd::OwnedFd>,
+}
+
+/// The most descriptors one `recvmsg` takes; a record sends far fewer.
+const MAX_FDS_PER_READ: usize = 16;
+
+impl io::Read for FdReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::fd::FromRawFd;
+        let payload = MAX_FDS_PER_READ * std::mem::size_of::<libc::c_int>();
+        // SAFETY: CMSG_SPACE only computes a size.
+        let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+        let mut control = vec![0u64; space.div_ceil(8)];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let n = loop {
+            // SAFETY: `msg` points at `buf` and `control`, both alive and sized as declared;
+            // received descriptors are close-on-exec from the start.
+            let n = unsafe {
+                libc::recvmsg(self.socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC)
+            };
+            if n >= 0 {
+                break n as usize;
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        };
+        // SAFETY: the kernel filled `msg.msg_control` with `msg_controllen` bytes of headers;
+        // CMSG_FIRSTHDR/CMSG_NXTHDR walk only within them, and each SCM_RIGHTS payload holds
+        // (cmsg_len - CMSG_LEN(0)) / sizeof(int) descriptors that this process now owns.
+        unsafe {
+            let mut header = libc::CMSG_FIRSTHDR(&msg);
+            while !header.is_null() {
+                if (*header).cmsg_level == libc::SOL_SOCKET
+                    && (*header).cmsg_type == libc::SCM_RIGHTS
+                {
+                    let bytes = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                    let data = libc::CMSG_DATA(header).cast::<libc::c_int>();
+                    for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
+                        let fd = std::ptr::read_unaligned(data.add(i));
+                        self.received
+                            .push_back(std::os::fd::OwnedFd::from_raw_fd(fd));
+                    }
+                }
+                header = libc::CMSG_NXTHDR(&msg, header);
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Reads every record from the status socket until end of file, like
+/// [`read_records_as_they_come`], and gives each `fds` record the descriptors sent with it.
+/// Descriptors the sender attached to no record are closed.
+pub fn read_records_and_fds(
+    socket: std::os::fd::OwnedFd,
+    mut on_record: impl FnMut(&StatusRecord, Vec<std::os::fd::OwnedFd>),
+) -> io::Result<Vec<StatusRecord>> {
+    let mut reader = io::BufReader::new(FdReader {
+        socket,
+        received: Default::default(),
+    });
+    let mut records = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(records);
+        }
+        let text = line.trim_end_matches('\n');
+        if text.is_empty() {
+            continue;
+        }
+        let record: StatusRecord = serde_json::from_str(text).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unreadable status record {text:?}: {e}"),
+            )
+        })?;
+        let fds = match &record {
+            StatusRecord::Fds { count, .. } => {
+                let queue = &mut reader.get_mut().received;
+                if queue.len() < *count {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("status record {text:?} arrived without its descriptors"),
+                    ));
+                }
+                queue.drain(..*count).collect()
+            }
+            _ => Vec::new(),
+        };
+        on_record(&record, fds);
+        records.push(record);
+    }
+}
+
 /// Reads every record until end of file. A line that does not parse is an error that quotes it.
 pub fn read_records<R: io::Read>(reader: R) -> io::Result<Vec<StatusRecord>> {
     read_records_as_they_come(reader, |_| {})
@@ -266,6 +455,30 @@ mod tests {
         }
         assert_eq!(read_records(&buf[..]).unwrap(), records);
         assert_eq!(Step::CloseFds.to_string(), "close_fds");
+    }
+
+    #[test]
+    fn descriptors_travel_with_their_record() {
+        use std::io::{Read, Seek};
+        use std::os::fd::AsFd;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"sent").unwrap();
+        write_record(ours.as_fd(), &StatusRecord::Observer { refusals: vec![[6, 0, 0, 0]] })
+            .unwrap();
+        send_fds(ours.as_fd(), "test", &[file.as_fd()]).unwrap();
+        drop(ours);
+        let mut got = Vec::new();
+        let records = read_records_and_fds(theirs.into(), |r, fds| got.push((r.clone(), fds)))
+            .unwrap();
+        assert_eq!(records.len(), 2);
+        assert!(got[0].1.is_empty());
+        assert_eq!(got[1].0, StatusRecord::Fds { tag: "test".into(), count: 1 });
+        let mut received = std::fs::File::from(got.remove(1).1.remove(0));
+        received.rewind().unwrap();
+        let mut text = String::new();
+        received.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "sent");
     }
 
     #[test]
