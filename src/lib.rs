@@ -33,6 +33,7 @@
 
 pub mod classify;
 pub mod doctor;
+pub mod evidence;
 pub mod exec;
 pub mod helper;
 pub mod orchestrator;

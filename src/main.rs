@@ -396,6 +396,8 @@ async fn pass_through(
                     StreamKind::Stderr => err.write_all(&bytes).and_then(|_| err.flush()),
                 };
             }
+            // Printed once each, after the command's output, from the classified result.
+            ExecEvent::Denied(_) => {}
             ExecEvent::Finished(result) => return Ok(*result),
         }
     }

@@ -34,7 +34,8 @@
 //! # let _ = AUDIT_ARCH;
 //! ```
 
-use seccompiler::{sock_filter, BpfProgram};
+pub use seccompiler::sock_filter;
+use seccompiler::BpfProgram;
 
 use crate::error::SetupError;
 use crate::syscall_rules::{Arg, SyscallRule};

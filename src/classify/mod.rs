@@ -40,6 +40,7 @@
 //!     records: &[],
 //!     stdout: b"",
 //!     stderr: b"touch: cannot touch '/etc/motd.new': Permission denied\n",
+//!     kernel: None,
 //! };
 //! let denials = find_denials(&evidence);
 //! assert_eq!(denials.len(), 1);
@@ -68,7 +69,7 @@
 //! * hardening system calls (`ptrace`, `unshare` of a user namespace, io_uring, ...): no
 //!   profile allows them, and `allow_with` says so.
 
-mod access;
+pub(crate) mod access;
 mod files;
 mod network;
 mod result;
@@ -95,6 +96,8 @@ pub enum Operation {
     FileExecute,
     /// Creating a non-unix socket, resolving a name or connecting over the network.
     Network,
+    /// Connecting to or binding a TCP port outside the profile's port lists.
+    TcpPort,
     /// Reaching a named unix socket (docker, ssh-agent, D-Bus, ...).
     UnixSocket,
     /// A system call that the sandbox's hardening refuses whatever the profile says.
@@ -117,6 +120,34 @@ pub struct Denial {
     /// command's own output accordingly: the command could have printed it to ask for more.
     #[serde(default)]
     pub evidence: EvidenceKind,
+    /// How many attempts on this target were refused (denials of one operation and target are
+    /// merged). At least 1.
+    #[serde(default = "one")]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Denial {
+    /// A denial seen once.
+    pub fn new(
+        operation: Operation,
+        target: Option<String>,
+        rule: impl Into<String>,
+        allow_with: impl Into<String>,
+        evidence: EvidenceKind,
+    ) -> Denial {
+        Denial {
+            operation,
+            target,
+            rule: rule.into(),
+            allow_with: allow_with.into(),
+            evidence,
+            count: 1,
+        }
+    }
 }
 
 /// Where a denial was learnt, weakest first.
@@ -132,6 +163,11 @@ pub enum EvidenceKind {
     /// The helper's `exec_error` status record: the kernel refused the helper's own `execve`
     /// of the program, before any of the command's code ran.
     HelperRecord,
+    /// The seccomp observer saw the command attempt the call, with this target, and the
+    /// policy refuses it (the kernel's answer, not the command's words).
+    SeccompObserver,
+    /// Landlock's own audit record of the refusal (`AUDIT_LANDLOCK_ACCESS`).
+    LandlockAudit,
 }
 
 /// Everything known about one finished command.
@@ -156,6 +192,9 @@ pub struct Evidence<'a> {
     pub stdout: &'a [u8],
     /// What it printed on stderr.
     pub stderr: &'a [u8],
+    /// What a kernel source (the seccomp observer, Landlock's audit records) saw refused, when
+    /// one ran: then it is the evidence, and the command's text is not consulted at all.
+    pub kernel: Option<&'a [Denial]>,
 }
 
 /// The layers that were in force: those of the `confined` record, or all of them when the
@@ -183,8 +222,16 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
     {
         return Vec::new();
     }
-    let ctx = text::Context::new(e);
     let access = access::Access::new(e.policy, e.cwd, e.records);
+    if let Some(kernel) = e.kernel {
+        // The kernel said what it refused; a message can add nothing but a forgery.
+        let mut found = kernel.to_vec();
+        if layer_in_force(e.records, Layer::LandlockFs) {
+            found.extend(files::exec_record_denials(e.records, &access));
+        }
+        return merge(found);
+    }
+    let ctx = text::Context::new(e);
     let mut found = Vec::new();
     if layer_in_force(e.records, Layer::LandlockFs) {
         found.extend(files::exec_record_denials(e.records, &access));
@@ -195,6 +242,22 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         found.extend(network::syscall_denials(e.policy, &ctx));
     }
     dedupe(found)
+}
+
+/// Denials of the same operation and target as one, their counts added, in a stable order.
+pub fn merge(found: Vec<Denial>) -> Vec<Denial> {
+    let mut out: Vec<Denial> = Vec::new();
+    for d in found {
+        match out
+            .iter_mut()
+            .find(|o| o.operation == d.operation && o.target == d.target)
+        {
+            Some(o) => o.count = o.count.saturating_add(d.count),
+            None => out.push(d),
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Keeps the first denial of each (operation, target), and drops a target-less denial when a

@@ -18,6 +18,7 @@ pub fn classify_result(result: ExecResult) -> ExecResult<Denial> {
             records: &r.records,
             stdout: &r.stdout.bytes,
             stderr: &r.stderr.bytes,
+            kernel: r.kernel_denials.as_deref(),
         }),
     })
 }
@@ -33,6 +34,7 @@ impl std::fmt::Display for Denial {
             FileRead => "read of",
             FileExecute => "execution of",
             Network => "network access to",
+            TcpPort => "TCP port",
             UnixSocket => "connection to unix socket",
             Syscall => "system call",
         };
@@ -40,10 +42,16 @@ impl std::fmt::Display for Denial {
         let known_from = match self.evidence {
             EvidenceKind::Text => "from the command's output",
             EvidenceKind::HelperRecord => "from the helper's exec record",
+            EvidenceKind::SeccompObserver => "seen by the seccomp observer",
+            EvidenceKind::LandlockAudit => "from Landlock's audit record",
+        };
+        let times = match self.count {
+            0 | 1 => String::new(),
+            n => format!(", {n} times"),
         };
         write!(
             f,
-            "denied {what} {target} ({}; allow with {}) ({known_from})",
+            "denied {what} {target} ({}; allow with {}) ({known_from}{times})",
             self.rule, self.allow_with
         )
     }

@@ -331,6 +331,7 @@ mod tests {
             records: &[],
             stdout: b"",
             stderr: b"",
+            kernel: None,
         });
         let programs: Vec<&str> = ctx.commands.iter().map(Command::program).collect();
         assert_eq!(programs, vec!["bash", "bash", "getent"]);

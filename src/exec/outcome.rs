@@ -249,6 +249,11 @@ pub struct ExecResult<D = Unclassified> {
     /// Output bytes not delivered as streaming events because the receiver lagged (they are
     /// still in `stdout`/`stderr`, subject to the cap).
     pub events_dropped_bytes: u64,
+    /// What the seccomp observer saw refused, merged by target, when it ran (`None` when no
+    /// kernel source of evidence was in force: the classifier then falls back to the text).
+    /// Raw evidence: whether these are the outcome's denials is the classifier's decision
+    /// (a command that succeeded was denied nothing it needed).
+    pub kernel_denials: Option<Vec<crate::classify::Denial>>,
 }
 
 impl<D> ExecResult<D> {
@@ -298,6 +303,7 @@ impl ExecResult<Unclassified> {
             duration: self.duration,
             dropped_env: self.dropped_env,
             events_dropped_bytes: self.events_dropped_bytes,
+            kernel_denials: self.kernel_denials,
         }
     }
 }

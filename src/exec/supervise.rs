@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cordon_sandbox::confine::describe_errno;
-use cordon_sandbox::status::{read_records_as_they_come, StatusRecord};
+use cordon_sandbox::status::{read_records_and_fds, StatusRecord, TAG_SECCOMP_LISTENER};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::mpsc;
@@ -21,6 +21,7 @@ use super::env::PreparedEnv;
 use super::outcome::{ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind};
 use super::supervisor_guard::guard_supervisor;
 use super::{Config, ExecEvent, ExecRequest, StdinSource};
+use crate::evidence::observer::{self, Observer};
 
 /// Size of one read from a pipe; the pipe buffer is 64 KiB by default.
 const READ_CHUNK: usize = 64 * 1024;
@@ -60,6 +61,7 @@ pub(super) async fn run(
         duration: Duration::ZERO,
         dropped_env: Vec::new(),
         events_dropped_bytes: 0,
+        kernel_denials: None,
     };
     let env = match validate(config, &request) {
         Ok(env) => env,
@@ -102,8 +104,13 @@ pub(super) async fn run(
     // A blocking read is fine: the status pipe reaches end of file at the helper's execve or
     // exit, and the helper does neither fork nor wait on anything we control.
     let hook = request.on_confined.clone();
-    let status_task = status_read
-        .map(|(file, hold)| tokio::task::spawn_blocking(move || read_status(file, hold, hook)));
+    let watch = request.policy.clone().map(|policy| Watch {
+        policy,
+        events: events.clone(),
+    });
+    let status_task = status_read.map(|(file, hold)| {
+        tokio::task::spawn_blocking(move || read_status(file, hold, hook, watch))
+    });
     let _stdin_task = match (&request.stdin, child.stdin.take()) {
         (StdinSource::Bytes(bytes), Some(mut pipe)) => {
             let bytes = bytes.clone();
@@ -183,14 +190,20 @@ pub(super) async fn run(
         Some(drained) => drained,
         None => drain_task.await.unwrap_or_default(),
     };
-    let records = match status_task {
+    let (records, observer) = match status_task {
         Some(task) => match tokio::time::timeout(config.grace, task).await {
-            Ok(Ok(records)) => Some(records),
-            Ok(Err(join)) => Some(Err(io::Error::other(join.to_string()))),
-            Err(_) => None,
+            Ok(Ok((records, observer))) => (Some(records), observer),
+            Ok(Err(join)) => (Some(Err(io::Error::other(join.to_string()))), None),
+            Err(_) => (None, None),
         },
-        None => None,
+        None => (None, None),
     };
+    if let Some(observer) = observer {
+        // The group is dead: the thread sees its listener hang up, or stops at its next look.
+        result.kernel_denials = tokio::task::spawn_blocking(move || observer.finish())
+            .await
+            .ok();
+    }
 
     result.stdout = drained.stdout.finish();
     result.stderr = drained.stderr.finish();
@@ -205,25 +218,79 @@ pub(super) async fn run(
     result
 }
 
+/// What the seccomp observer needs from the request, should the helper hand it a listener.
+struct Watch {
+    policy: cordon_sandbox::SandboxPolicy,
+    events: Option<mpsc::Sender<ExecEvent>>,
+}
+
 /// Reads the helper's records until `execve` or its exit. The `confined` record goes to `hook`
-/// first, and only then is `hold` closed, which lets a helper that waits on it go on.
+/// first; then, in observer mode, the observer starts on the listener that came before it;
+/// and only then is `hold` closed, which lets a helper that waits on it go on.
 fn read_status(
     file: std::fs::File,
     hold: Option<std::os::fd::OwnedFd>,
     hook: Option<super::ConfinedHook>,
-) -> io::Result<Vec<StatusRecord>> {
+    watch: Option<Watch>,
+) -> (io::Result<Vec<StatusRecord>>, Option<Observer>) {
     let mut hold = hold;
-    let records = read_records_as_they_come(file, |record| {
-        if let (StatusRecord::Confined(receipt), Some(hook)) = (record, &hook) {
-            hook.call(receipt);
-        }
-        if matches!(record, StatusRecord::Confined(_)) {
-            hold = None;
+    let mut refusals = None;
+    let mut listener = None;
+    let mut observer = None;
+    let records = read_records_and_fds(file.into(), |record, mut fds| {
+        match record {
+            StatusRecord::Observer { refusals: program } => {
+                refusals = Some(observer::refusal_program(program));
+            }
+            StatusRecord::Fds { tag, .. } if tag == TAG_SECCOMP_LISTENER => {
+                listener = fds.pop();
+            }
+            StatusRecord::Confined(receipt) => {
+                if let Some(hook) = &hook {
+                    hook.call(receipt);
+                }
+                if let (Some(watch), Some(listener), Some(refusals)) =
+                    (&watch, listener.take(), refusals.take())
+                {
+                    observer = start_observer(listener, watch, receipt, refusals);
+                }
+                hold = None;
+            }
+            _ => {}
         }
     });
     // However reading ended (setup error, unreadable record), a held helper must not wait on.
     drop(hold);
-    records
+    (records, observer)
+}
+
+/// Starts the observer; a thread that cannot start leaves the listener closed, and the
+/// command's watched calls then fail (the kernel answers `ENOSYS`), refusals included.
+fn start_observer(
+    listener: std::os::fd::OwnedFd,
+    watch: &Watch,
+    receipt: &cordon_sandbox::status::ConfinementReceipt,
+    refusals: Vec<cordon_sandbox::bpf::sock_filter>,
+) -> Option<Observer> {
+    let judge = observer::Judge {
+        policy: watch.policy.clone(),
+        receipt: receipt.clone(),
+        refusals,
+    };
+    let events = watch.events.clone();
+    let started = Observer::start(listener, judge, move |denial| {
+        if let Some(tx) = &events {
+            // Never block the observer (the command waits on it): the result has them all.
+            let _ = tx.try_send(ExecEvent::Denied(denial.clone()));
+        }
+    });
+    match started {
+        Ok(observer) => Some(observer),
+        Err(e) => {
+            tracing::warn!("cannot start the seccomp observer: {e}");
+            None
+        }
+    }
 }
 
 /// Waits up to `limit` for the drain, storing its result; a `JoinHandle` must not be polled
@@ -292,15 +359,13 @@ type Built = (
 fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> io::Result<Built> {
     let (mut command, status, passed) = match (&request.policy, &config.helper) {
         (Some(policy), Some(helper)) => {
-            let launch = match request.on_confined {
-                Some(_) => {
-                    helper.command_held(policy, &request.cwd, &request.argv, &request.pass_fds)
-                }
-                None => {
-                    helper.command_with_fds(policy, &request.cwd, &request.argv, &request.pass_fds)
-                }
-            }
-            .map_err(|e| match e {
+            let options = crate::helper::LaunchOptions {
+                held: request.on_confined.is_some(),
+                observe: crate::evidence::observer_wanted(request.observe),
+            };
+            let launch = helper
+                .command_with_options(policy, &request.cwd, &request.argv, &request.pass_fds, options)
+                .map_err(|e| match e {
                 crate::helper::HelperError::Pipe(io) => io,
                 other => io::Error::other(other.to_string()),
             })?;
@@ -465,7 +530,9 @@ fn decide(
                         message: message.clone(),
                     }
                 }
-                StatusRecord::Confined(_) => {}
+                StatusRecord::Confined(_)
+                | StatusRecord::Fds { .. }
+                | StatusRecord::Observer { .. } => {}
             }
         }
         if result.receipt.is_none() {
