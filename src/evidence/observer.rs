@@ -367,6 +367,17 @@ impl Ctx<'_> {
             let v = self.access.write_verdict(path)?;
             Some(Denial::new(Operation::FileWrite, Some(display(path)), v.rule, v.allow_with, seen))
         };
+        // Removing or renaming an entry is a right on the directory that holds it, even when
+        // the entry is itself a directory (a grant of the directory alone would not do).
+        let remove = |path: &Path| -> Option<Denial> {
+            let mut d = write(path)?;
+            if d.allow_with.starts_with("--writable ") {
+                if let Some(parent) = path.parent() {
+                    d.allow_with = format!("--writable {}", parent.display());
+                }
+            }
+            Some(d)
+        };
         let read = |op: Operation, path: &Path| -> Option<Denial> {
             let v = self.access.read_verdict(path)?;
             Some(Denial::new(op, Some(display(path)), v.rule, v.allow_with, seen))
@@ -400,15 +411,15 @@ impl Ctx<'_> {
             Target::Remove(path) if files => {
                 let path = resolve(path, false);
                 if path.symlink_metadata().is_ok() {
-                    out.extend(write(&path));
+                    out.extend(remove(&path));
                 }
             }
             Target::Rename(from, to) if files => {
                 let from = resolve(from, false);
                 let to = resolve(to, false);
                 if from.symlink_metadata().is_ok() && parent_exists(&to) {
-                    out.extend(write(&from));
-                    out.extend(write(&to));
+                    out.extend(remove(&from));
+                    out.extend(if to.symlink_metadata().is_ok() { remove(&to) } else { write(&to) });
                 }
             }
             Target::Truncate(path) if files => {
