@@ -388,3 +388,133 @@ fn plain_run_prints_each_denial_once_after_the_output() {
     assert!(err.find("cordon: denied").unwrap() > end, "{err}");
     let _ = PROBE;
 }
+
+/// With the observer gone (its listener dropped after the command started), every refused
+/// call still fails, and so does every watched one: the kernel answers ENOSYS for a filter
+/// whose listener is closed. Nothing the policy refuses is ever let through.
+#[test]
+fn a_dead_observer_leaves_every_refusal_refused() {
+    use cordon::helper::{Helper, LaunchOptions};
+    use cordon_sandbox::status::{read_records_and_fds, StatusRecord, TAG_SECCOMP_LISTENER};
+    use std::os::fd::AsRawFd;
+
+    let tree = Tree::new();
+    let sock_path = tree.outside.join("outside.sock");
+    let outside = UnixListener::bind(&sock_path).unwrap();
+    outside.set_nonblocking(true).unwrap();
+    let readable = tree.cwd.join("readable");
+    std::fs::write(&readable, "still readable").unwrap();
+    let policy = cordon_sandbox::SandboxPolicy::from_json(&format!(
+        r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{:?}]}},
+           "network":{{"mode":"denied","unix_sockets":"deny"}},
+           "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#,
+        tree.cwd
+    ))
+    .unwrap();
+    let script = format!(
+        r#"{PROBE}
+print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)))
+print(attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect({sock_path:?})))
+print(attempt(lambda: open("written", "w")))
+print(open({readable:?}).read())
+"#
+    );
+    let argv = [python().into(), "-I".into(), "-S".into(), "-c".into(), script.into()];
+    let helper = Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon"));
+    let options = LaunchOptions {
+        held: false,
+        observe: true,
+    };
+    let mut launch = helper
+        .command_with_options(&policy, &tree.cwd, &argv, &[], options)
+        .unwrap();
+    launch.command.stdout(std::process::Stdio::piped());
+    let mut child = launch.command.spawn().unwrap();
+    let (status, _) = launch.status.into_read_end_and_hold();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        read_records_and_fds(status.into(), |record, mut fds| {
+            if matches!(record, StatusRecord::Fds { tag, .. } if tag == TAG_SECCOMP_LISTENER) {
+                let _ = tx.send(fds.pop());
+            }
+        })
+    });
+    let listener = rx
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap()
+        .expect("the helper hands over its listener");
+    // Answer the first notification, the helper's execve of python, and then die.
+    // SAFETY: a zeroed seccomp_notif is what RECV expects; the ioctls read and write only
+    // the structs passed, which live across each call.
+    unsafe {
+        let mut notif: libc::seccomp_notif = std::mem::zeroed();
+        assert_eq!(libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut notif), 0);
+        assert_eq!(i64::from(notif.data.nr), libc::SYS_execve);
+        let mut resp = libc::seccomp_notif_resp {
+            id: notif.id,
+            val: 0,
+            error: 0,
+            flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        };
+        assert_eq!(libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp), 0);
+    }
+    drop(listener);
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let status = child.wait().unwrap();
+    reader.join().unwrap().unwrap();
+    assert_eq!(out, "ENOSYS\nENOSYS\nENOSYS\nstill readable\n");
+    assert!(status.success());
+    // From outside: nothing connected, nothing was written.
+    assert!(outside.accept().is_err());
+    assert!(!tree.cwd.join("written").exists());
+}
+
+#[test]
+fn exec_streaming_yields_a_denied_event_as_it_happens() {
+    use cordon::exec::{ExecEvent, ExecRequest, Sandbox};
+    use cordon::helper::Helper;
+
+    let tree = Tree::new();
+    let target = tree.outside.join("live");
+    let policy = cordon_sandbox::SandboxPolicy::from_json(&format!(
+        r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{:?}]}},
+           "network":{{"mode":"denied","unix_sockets":"deny"}},
+           "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#,
+        tree.cwd
+    ))
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let events = runtime.block_on(async {
+        let sandbox = Sandbox::new(Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon")));
+        // The observer sends the event before it answers the call, so before the command can
+        // write what follows the attempt.
+        let script = format!("touch {0}; echo tried; sleep 0.3; touch {0}; exit 1", target.display());
+        let request = ExecRequest::sandboxed(["sh", "-c", &script], &tree.cwd, policy).observe(true);
+        let mut rx = sandbox.exec_streaming(request);
+        let mut events = Vec::new();
+        while let Some(event) = rx.recv().await {
+            events.push(event);
+        }
+        events
+    });
+    let denied: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, ExecEvent::Denied(d) if d.target.as_deref() == Some(&*target.to_string_lossy())))
+        .map(|(i, _)| i)
+        .collect();
+    // Once, not once per attempt, and before the output that follows the attempt.
+    assert_eq!(denied.len(), 1, "{events:?}");
+    let tried = events
+        .iter()
+        .position(|e| matches!(e, ExecEvent::Output { bytes, .. } if bytes.starts_with(b"tried")))
+        .unwrap();
+    assert!(denied[0] < tried, "{events:?}");
+    let Some(ExecEvent::Finished(result)) = events.last() else {
+        panic!("no result");
+    };
+    let kernel = result.kernel_denials.as_ref().expect("the observer ran");
+    assert_eq!(kernel.len(), 1);
+    assert_eq!(kernel[0].count, 2);
+}

@@ -168,3 +168,61 @@ fn install_with_listener(program: &BpfProgram) -> Result<OwnedFd, SetupError> {
     // SAFETY: the kernel returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bpf::{evaluate, AUDIT_ARCH};
+
+    fn policy(read: &str, deny_read: &str) -> SandboxPolicy {
+        SandboxPolicy::from_json(&format!(
+            r#"{{"version":1,"filesystem":{{"read":[{read}],"write":["/w"],"deny_read":[{deny_read}]}},
+               "network":{{"mode":"denied"}},
+               "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn openat(program: &BpfProgram, flags: i32) -> u32 {
+        evaluate(program, AUDIT_ARCH, libc::SYS_openat as u32, [0, 0, flags as u64, 0, 0, 0])
+    }
+
+    #[test]
+    fn read_only_opens_stay_off_the_observer_unless_reads_are_restricted() {
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let everything = policy(r#""/""#, "");
+        let filter = compile(&crate::syscall_rules::rules(&everything), &everything).unwrap();
+        assert_eq!(openat(&filter.install, libc::O_RDONLY | libc::O_CLOEXEC), allow);
+        assert_eq!(openat(&filter.install, libc::O_RDONLY | libc::O_DIRECTORY), allow);
+        for flags in [libc::O_WRONLY, libc::O_RDWR, libc::O_CREAT, libc::O_TRUNC, libc::O_TMPFILE] {
+            assert_eq!(openat(&filter.install, flags), notify, "{flags:#x}");
+        }
+        // Restricted: a narrower read root, or a hidden path.
+        for restricted in [policy(r#""/usr""#, ""), policy(r#""/""#, r#""/root""#)] {
+            let filter = compile(&crate::syscall_rules::rules(&restricted), &restricted).unwrap();
+            assert_eq!(openat(&filter.install, libc::O_RDONLY), notify);
+        }
+        // The refusal program the observer evaluates lets every open through: opens are only
+        // watched, never refused by seccomp (except setuid creation).
+        assert_eq!(openat(&filter.refusals, libc::O_WRONLY), allow);
+    }
+
+    #[test]
+    fn every_watched_rule_has_a_reason_and_notifies() {
+        let p = policy(r#""/""#, "");
+        let filter = compile(&crate::syscall_rules::rules(&p), &p).unwrap();
+        for rule in watched_rules(&p) {
+            assert!(!rule.reason.is_empty(), "{}", rule.syscall);
+            let mut args = [0u64; 6];
+            if rule.syscall.starts_with("open") {
+                args[if rule.syscall == "open" { 1 } else { 2 }] = libc::O_WRONLY as u64;
+            }
+            if rule.syscall == "sendto" {
+                args[4] = 1;
+            }
+            let answer = evaluate(&filter.install, AUDIT_ARCH, rule.nr as u32, args);
+            assert_eq!(answer, libc::SECCOMP_RET_USER_NOTIF, "{}", rule.syscall);
+        }
+    }
+}
