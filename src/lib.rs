@@ -36,6 +36,7 @@ pub mod doctor;
 pub mod evidence;
 pub mod exec;
 pub mod helper;
+pub mod learn;
 pub mod orchestrator;
 mod path_walk;
 pub mod profile;

@@ -19,6 +19,7 @@ use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
 
 mod doctor_cli;
+mod learn_cli;
 mod report;
 mod snapshot_cli;
 mod terminal;
@@ -28,7 +29,7 @@ use snapshot_cli::{use_cached_snapshot, SnapshotCommand, SnapshotUse};
 use units::{parse_bytes, parse_duration};
 
 /// `cordon run` without `--timeout` waits as long as the command runs.
-const NO_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(crate) const NO_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Exit code for cordon's own errors (bad input, setup failure).
 const EXIT_CORDON: u8 = 125;
@@ -54,6 +55,9 @@ enum Command {
     /// Show what this kernel lets cordon enforce, feature by feature and preset by preset
     /// (exit 0 when the default preset is enforced in full, 1 otherwise).
     Doctor(doctor_cli::DoctorArgs),
+    /// Run PROGRAM confined by a base profile and write the smallest profile extending it that
+    /// allows what the kernel refused (it grants nothing by itself).
+    Learn(learn_cli::LearnArgs),
 }
 
 #[derive(clap::Args)]
@@ -162,6 +166,13 @@ fn main() -> ExitCode {
             }
         }
         Command::Doctor(args) => match doctor_cli::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("cordon: {}", one_line(&e));
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
+        Command::Learn(args) => match learn_cli::run(args) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("cordon: {}", one_line(&e));

@@ -105,6 +105,7 @@ fn observe(
         judge,
         access: &access,
         names: &names,
+        mem: MemFiles::default(),
     };
     let mut seen: Vec<Denial> = Vec::new();
     loop {
@@ -251,6 +252,7 @@ struct Ctx<'a> {
     judge: &'a Judge,
     access: &'a Access<'a>,
     names: &'a [SyscallRule],
+    mem: MemFiles,
 }
 
 impl Ctx<'_> {
@@ -271,7 +273,10 @@ impl Ctx<'_> {
             // The refusal program kills or traps: not a call to let through.
             Some(libc::EPERM)
         };
-        let process = Process { pid: notif.pid };
+        let process = Process {
+            pid: notif.pid,
+            mem: &self.mem,
+        };
         let target = process.target(i64::from(data.nr), &data.args);
         // Checked after reading and before judging: what was read belongs to this call.
         if !still_waiting(listener, notif.id) {
@@ -383,6 +388,9 @@ impl Ctx<'_> {
             Some(Denial::new(op, Some(display(path)), v.rule, v.allow_with, seen))
         };
         let resolve = |p: &Path, follow: bool| self.access.resolve(&p.to_string_lossy(), follow);
+        if self.plainly_allowed(target) {
+            return Vec::new();
+        }
         let mut out = Vec::new();
         match target {
             Target::Open(path, flags) if files => {
@@ -440,6 +448,69 @@ impl Ctx<'_> {
             _ => {}
         }
         out
+    }
+
+    /// Whether every path of `target` lies plainly inside a root that allows what the call
+    /// does: lexically beneath the root, with no `..`, no carve-out on the way and no symbolic
+    /// link below the root (roots are canonical, so nothing above can redirect it). The
+    /// common case of a build writing its own tree then costs a few `lstat`s, not a full walk.
+    fn plainly_allowed(&self, target: &Target) -> bool {
+        let fs = &self.judge.policy.filesystem;
+        let writable: Vec<&Path> = fs.write.iter().map(PathBuf::as_path).collect();
+        let readable: Vec<&Path> = fs.read.iter().chain(&fs.write).map(PathBuf::as_path).collect();
+        let writes = |flags: u64| {
+            let flags = flags as i32;
+            flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) != 0
+                || is_tmpfile(flags)
+        };
+        match target {
+            Target::Open(path, flags) => {
+                let follow = (*flags as i32) & libc::O_NOFOLLOW == 0;
+                let roots = if writes(*flags) { &writable } else { &readable };
+                self.plainly_inside(path, roots, follow)
+            }
+            Target::Create(path) | Target::Remove(path) => self.plainly_inside(path, &writable, false),
+            Target::Truncate(path) => self.plainly_inside(path, &writable, true),
+            Target::Rename(from, to) => {
+                self.plainly_inside(from, &writable, false) && self.plainly_inside(to, &writable, false)
+            }
+            Target::Exec(path) => self.plainly_inside(path, &readable, true),
+            _ => false,
+        }
+    }
+
+    fn plainly_inside(&self, path: &Path, roots: &[&Path], follow_last: bool) -> bool {
+        use std::path::Component;
+        let fs = &self.judge.policy.filesystem;
+        if path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+            return false;
+        }
+        let Some(root) = roots.iter().find(|r| path.starts_with(r)) else {
+            return false;
+        };
+        let carved = fs.read_only.iter().chain(&fs.deny_read).any(|c| path.starts_with(c));
+        if carved || cordon_sandbox::landlock_rules::excluded_from_roots(&self.judge.policy, path) {
+            return false;
+        }
+        let Ok(below) = path.strip_prefix(root) else {
+            return false;
+        };
+        let mut at = root.to_path_buf();
+        let mut parts = below.components().peekable();
+        while let Some(part) = parts.next() {
+            at.push(part);
+            let last = parts.peek().is_none();
+            if last && !follow_last {
+                break;
+            }
+            match at.symlink_metadata() {
+                Ok(meta) if meta.file_type().is_symlink() => return false,
+                Ok(_) => {}
+                // Nothing below a missing component can be a link.
+                Err(_) => break,
+            }
+        }
+        true
     }
 
     /// A TCP connect or bind outside the port lists (Landlock's port rules refuse it), or the
@@ -516,11 +587,42 @@ fn display(path: &Path) -> String {
 }
 
 /// The process that made a call, seen through `/proc`.
-struct Process {
+struct Process<'m> {
     pid: u32,
+    mem: &'m MemFiles,
 }
 
-impl Process {
+/// Open `/proc/PID/mem` files, kept between calls of the same process: opening one is most
+/// of the cost of reading a path. A file kept after its process died reads nothing (it is
+/// bound to the old address space, never to a new process with the same pid), and is then
+/// opened afresh.
+#[derive(Default)]
+struct MemFiles {
+    open: std::cell::RefCell<Vec<(u32, std::rc::Rc<File>)>>,
+}
+
+/// How many processes' memory files are kept open at once.
+const MEM_FILES_KEPT: usize = 32;
+
+impl MemFiles {
+    fn get(&self, pid: u32, fresh: bool) -> Option<std::rc::Rc<File>> {
+        let mut open = self.open.borrow_mut();
+        if let Some(i) = open.iter().position(|(p, _)| *p == pid) {
+            if !fresh {
+                return Some(std::rc::Rc::clone(&open[i].1));
+            }
+            open.remove(i);
+        }
+        let file = std::rc::Rc::new(File::open(format!("/proc/{pid}/mem")).ok()?);
+        if open.len() >= MEM_FILES_KEPT {
+            open.remove(0);
+        }
+        open.push((pid, std::rc::Rc::clone(&file)));
+        Some(file)
+    }
+}
+
+impl Process<'_> {
     /// The target of call `nr` with `args`, for the calls the observer is told about.
     // libc names the call numbers in lower case.
     #[allow(non_upper_case_globals)]
@@ -582,24 +684,29 @@ impl Process {
         Some(base.join(path))
     }
 
-    fn mem(&self) -> Option<File> {
-        File::open(format!("/proc/{}/mem", self.pid)).ok()
+    /// Reads `buf.len()` bytes at `addr` (fewer at the end of a mapping), through a kept
+    /// memory file when there is one that still reads.
+    fn read_at(&self, buf: &mut [u8], addr: u64) -> Option<usize> {
+        for fresh in [false, true] {
+            if let Some(n) = self.mem.get(self.pid, fresh).and_then(|f| f.read_at(buf, addr).ok()) {
+                if n > 0 {
+                    return Some(n);
+                }
+            }
+        }
+        None
     }
 
     /// A NUL-terminated string at `addr`, read a page at a time so that a string ending just
     /// before an unmapped page is still read.
     fn read_string(&self, addr: u64) -> Option<Vec<u8>> {
         const PAGE: u64 = 4096;
-        let mem = self.mem()?;
         let mut out = Vec::new();
         let mut at = addr;
         while out.len() < PATH_MAX {
             let room = (PAGE - at % PAGE) as usize;
             let mut buf = vec![0u8; room.min(PATH_MAX - out.len())];
-            let n = mem.read_at(&mut buf, at).ok()?;
-            if n == 0 {
-                return None;
-            }
+            let n = self.read_at(&mut buf, at)?;
             if let Some(end) = buf[..n].iter().position(|&b| b == 0) {
                 out.extend_from_slice(&buf[..end]);
                 return Some(out);
@@ -617,7 +724,7 @@ impl Process {
             return None;
         }
         let mut buf = vec![0u8; len];
-        let n = self.mem()?.read_at(&mut buf, addr).ok()?;
+        let n = self.read_at(&mut buf, addr)?;
         buf.truncate(n);
         let family = i32::from(u16::from_ne_bytes([*buf.first()?, *buf.get(1)?]));
         let be16 = |at: usize| Some(u16::from_be_bytes([*buf.get(at)?, *buf.get(at + 1)?]));
