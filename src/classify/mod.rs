@@ -41,6 +41,7 @@
 //!     stdout: b"",
 //!     stderr: b"touch: cannot touch '/etc/motd.new': Permission denied\n",
 //!     kernel: None,
+//!     audit: None,
 //! };
 //! let denials = find_denials(&evidence);
 //! assert_eq!(denials.len(), 1);
@@ -195,6 +196,10 @@ pub struct Evidence<'a> {
     /// What a kernel source (the seccomp observer, Landlock's audit records) saw refused, when
     /// one ran: then it is the evidence, and the command's text is not consulted at all.
     pub kernel: Option<&'a [Denial]>,
+    /// Landlock's audit records of this run, when they could be read. They see only what
+    /// Landlock refused (not seccomp's refusals, not the mount layer's), so they confirm and
+    /// add to the other evidence but never rule a denial out.
+    pub audit: Option<&'a [Denial]>,
 }
 
 /// The layers that were in force: those of the `confined` record, or all of them when the
@@ -229,7 +234,7 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         if layer_in_force(e.records, Layer::LandlockFs) {
             found.extend(files::exec_record_denials(e.records, &access));
         }
-        return merge(found);
+        return merge(with_audit(found, e.audit));
     }
     let ctx = text::Context::new(e);
     let mut found = Vec::new();
@@ -241,7 +246,30 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         found.extend(network::denials(e.policy, e.cwd, &ctx));
         found.extend(network::syscall_denials(e.policy, &ctx));
     }
-    dedupe(found)
+    merge(with_audit(dedupe(found), e.audit))
+}
+
+/// `found`, with each denial that an audit record confirms marked as known from it, and the
+/// audit's other denials added. A record of a creation names the directory; a denial of a
+/// file in it is the same refusal, and keeps its exact target.
+fn with_audit(mut found: Vec<Denial>, audit: Option<&[Denial]>) -> Vec<Denial> {
+    for a in audit.into_iter().flatten() {
+        let same = |d: &Denial| {
+            d.operation == a.operation
+                && match (&d.target, &a.target) {
+                    (Some(t), Some(at)) => {
+                        t == at || Path::new(t).parent() == Some(Path::new(at))
+                    }
+                    (None, None) => true,
+                    _ => false,
+                }
+        };
+        match found.iter_mut().find(|d| same(d)) {
+            Some(d) => d.evidence = EvidenceKind::LandlockAudit,
+            None => found.push(a.clone()),
+        }
+    }
+    found
 }
 
 /// Denials of the same operation and target as one, their counts added, in a stable order.

@@ -19,6 +19,7 @@ pub fn classify_result(result: ExecResult) -> ExecResult<Denial> {
             stdout: &r.stdout.bytes,
             stderr: &r.stderr.bytes,
             kernel: r.kernel_denials.as_deref(),
+            audit: r.audit_denials.as_deref(),
         }),
     })
 }

@@ -8,6 +8,7 @@
 //! set, else the environment variable [`OBSERVER_ENV`] (`on`/`off`), else
 //! [`OBSERVER_DEFAULT`].
 
+pub(crate) mod audit;
 pub(crate) mod observer;
 
 /// Environment variable forcing the seccomp observer on (`on`, `1`) or off (`off`, `0`).

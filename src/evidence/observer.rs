@@ -108,7 +108,9 @@ fn observe(
         mem: MemFiles::default(),
     };
     let mut seen: Vec<Denial> = Vec::new();
-    loop {
+    // Stopped once the run is over even if calls keep coming: a descendant that escaped the
+    // group must not keep the supervisor waiting (its calls then fail, see the module docs).
+    while !stop.load(Ordering::SeqCst) {
         let mut poll = libc::pollfd {
             fd: listener.as_raw_fd(),
             events: libc::POLLIN,
@@ -124,8 +126,7 @@ fn observe(
         }
         if ready == 0 || poll.revents & libc::POLLIN == 0 {
             // POLLHUP: every process under the filter is gone.
-            if stop.load(Ordering::SeqCst) || poll.revents & (libc::POLLHUP | libc::POLLERR) != 0
-            {
+            if poll.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
                 break;
             }
             continue;

@@ -254,6 +254,9 @@ pub struct ExecResult<D = Unclassified> {
     /// Raw evidence: whether these are the outcome's denials is the classifier's decision
     /// (a command that succeeded was denied nothing it needed).
     pub kernel_denials: Option<Vec<crate::classify::Denial>>,
+    /// What Landlock's audit records say it refused in this run, when they could be read
+    /// (`CAP_AUDIT_READ` and audit enabled; see [`crate::evidence`]).
+    pub audit_denials: Option<Vec<crate::classify::Denial>>,
 }
 
 impl<D> ExecResult<D> {
@@ -304,6 +307,7 @@ impl ExecResult<Unclassified> {
             dropped_env: self.dropped_env,
             events_dropped_bytes: self.events_dropped_bytes,
             kernel_denials: self.kernel_denials,
+            audit_denials: self.audit_denials,
         }
     }
 }

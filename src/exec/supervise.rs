@@ -62,6 +62,7 @@ pub(super) async fn run(
         dropped_env: Vec::new(),
         events_dropped_bytes: 0,
         kernel_denials: None,
+        audit_denials: None,
     };
     let env = match validate(config, &request) {
         Ok(env) => env,
@@ -84,6 +85,11 @@ pub(super) async fn run(
         }
     };
     let mut command = tokio::process::Command::from(command);
+    // Before the spawn, so that no record of the run is missed.
+    let audit = request
+        .policy
+        .as_ref()
+        .and_then(|_| crate::evidence::audit::AuditListener::start());
     let spawned = command.spawn();
     // Whatever happened, the parent's copy of the write end must go now, or end of file never
     // arrives on the status pipe.
@@ -99,6 +105,9 @@ pub(super) async fn run(
     };
     let pid = child.id();
     result.pid = pid;
+    if let (Some(audit), Some(pid)) = (&audit, pid) {
+        audit.set_child(pid);
+    }
     let group = ProcessGroup::new(pid);
 
     // A blocking read is fine: the status pipe reaches end of file at the helper's execve or
@@ -198,6 +207,19 @@ pub(super) async fn run(
         },
         None => (None, None),
     };
+    if let (Some(audit), Some(policy)) = (audit, request.policy.clone()) {
+        let receipt = records.as_ref().and_then(|r| r.as_ref().ok()).and_then(|r| {
+            r.iter().find_map(|record| match record {
+                StatusRecord::Confined(receipt) => Some(receipt.clone()),
+                _ => None,
+            })
+        });
+        result.audit_denials = tokio::task::spawn_blocking(move || {
+            audit.finish(&policy, receipt.as_ref())
+        })
+        .await
+        .ok();
+    }
     if let Some(observer) = observer {
         // The group is dead: the thread sees its listener hang up, or stops at its next look.
         result.kernel_denials = tokio::task::spawn_blocking(move || observer.finish())
