@@ -85,19 +85,29 @@ pub fn render(base: &Base, policy: &SandboxPolicy, denials: &[Denial], command: 
                 });
             }
             Operation::Network => {
-                scalars.insert(("network", "mode"), Entry {
-                    value: format!("{:?}", NetworkMode::Enabled.name()),
-                    comment,
-                });
+                scalars.insert(
+                    ("network", "mode"),
+                    Entry {
+                        value: format!("{:?}", NetworkMode::Enabled.name()),
+                        comment,
+                    },
+                );
             }
             Operation::UnixSocket => {
-                scalars.insert(("network", "unix_sockets"), Entry {
-                    value: "\"allow\"".into(),
-                    comment,
-                });
+                scalars.insert(
+                    ("network", "unix_sockets"),
+                    Entry {
+                        value: "\"allow\"".into(),
+                        comment,
+                    },
+                );
             }
             Operation::TcpPort => {
-                let key = if d.allow_with.ends_with("tcp_connect") { "tcp_connect" } else { "tcp_bind" };
+                let key = if d.allow_with.ends_with("tcp_connect") {
+                    "tcp_connect"
+                } else {
+                    "tcp_bind"
+                };
                 let port = d.allow_with.split(' ').nth(1).unwrap_or_default();
                 lists.entry(("network", key)).or_default().push(Entry {
                     value: port.to_owned(),
@@ -131,7 +141,13 @@ pub fn render(base: &Base, policy: &SandboxPolicy, denials: &[Denial], command: 
             .keys()
             .filter(|(s, _)| *s == section)
             .map(|(_, k)| k.as_str())
-            .chain(lists.keys().chain(scalars.keys()).filter(|(s, _)| *s == section).map(|(_, k)| *k))
+            .chain(
+                lists
+                    .keys()
+                    .chain(scalars.keys())
+                    .filter(|(s, _)| *s == section)
+                    .map(|(_, k)| *k),
+            )
             .collect();
         keys.sort_unstable();
         keys.dedup();
@@ -193,9 +209,16 @@ fn describe(d: &Denial) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
-    let times = if d.count > 1 { format!(", {} times", d.count) } else { String::new() };
+    let times = if d.count > 1 {
+        format!(", {} times", d.count)
+    } else {
+        String::new()
+    };
     let target = d.target.as_deref().unwrap_or("(no target)");
-    one_line(&format!("{operation} {target}: {} ({evidence}{times})", d.rule))
+    one_line(&format!(
+        "{operation} {target}: {} ({evidence}{times})",
+        d.rule
+    ))
 }
 
 /// `text` fit for a TOML comment: a target the command named could hold a newline, which

@@ -54,7 +54,9 @@ pub fn run(args: LearnArgs) -> anyhow::Result<ExitCode> {
     } else if spec.ends_with(".toml") {
         Base::File(std::fs::read_to_string(spec).with_context(|| format!("cannot read {spec}"))?)
     } else {
-        return Err(anyhow!("learn extends a preset or a .toml profile; {spec} is neither"));
+        return Err(anyhow!(
+            "learn extends a preset or a .toml profile; {spec} is neither"
+        ));
     };
     let resolved = profile.resolve(&ResolveContext::new(&cwd).with_invoking_dir(&invoking_dir))?;
     let policy = resolved

@@ -113,15 +113,30 @@ fn landlock_audit_records_are_attributed_to_the_run() {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
     };
     // A silent command: no message names anything, only the kernel's records do.
-    let silent = format!("cat {} 2>/dev/null; {} 2>/dev/null; exit 3", secret.display(), tool.display());
+    let silent = format!(
+        "cat {} 2>/dev/null; {} 2>/dev/null; exit 3",
+        secret.display(),
+        tool.display()
+    );
     let expected = vec![
-        ("file_read".to_owned(), secret.display().to_string(), "landlock_audit".to_owned()),
-        ("file_execute".to_owned(), tool.display().to_string(), "landlock_audit".to_owned()),
+        (
+            "file_read".to_owned(),
+            secret.display().to_string(),
+            "landlock_audit".to_owned(),
+        ),
+        (
+            "file_execute".to_owned(),
+            tool.display().to_string(),
+            "landlock_audit".to_owned(),
+        ),
     ];
     let v = run("off", &silent);
     assert_eq!(v["outcome"], "denied", "{v}");
     assert_eq!(denials(&v), expected, "{v}");
-    assert_eq!(v["denials"][0]["allow_with"], format!("--readable {}", secret.display()));
+    assert_eq!(
+        v["denials"][0]["allow_with"],
+        format!("--readable {}", secret.display())
+    );
     // With the observer too: the same denials, confirmed by the audit records.
     let v = run("on", &silent);
     assert_eq!(denials(&v), expected, "{v}");

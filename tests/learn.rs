@@ -27,7 +27,11 @@ fn learn_then_rerun_with_the_written_profile_succeeds() {
     assert!(!out_dir.join("artifact").exists());
     let text = std::fs::read_to_string(&profile).unwrap();
     assert!(text.contains("extends = \"workspace-write\""), "{text}");
-    let entry = format!("  \"{}\",  # file_write {}/artifact", out_dir.display(), out_dir.display());
+    let entry = format!(
+        "  \"{}\",  # file_write {}/artifact",
+        out_dir.display(),
+        out_dir.display()
+    );
     assert!(text.contains(&entry), "{text}");
     // The smallest: exactly one added root.
     assert_eq!(text.matches("# file_write").count(), 1, "{text}");
@@ -40,7 +44,10 @@ fn learn_then_rerun_with_the_written_profile_succeeds() {
         .output()
         .unwrap();
     assert_eq!(rerun.status.code(), Some(0), "{rerun:?}");
-    assert_eq!(std::fs::read_to_string(out_dir.join("artifact")).unwrap(), "built\n");
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("artifact")).unwrap(),
+        "built\n"
+    );
 
     // Learning again from the written profile finds nothing more to add.
     let again = tree
@@ -54,7 +61,11 @@ fn learn_then_rerun_with_the_written_profile_succeeds() {
     let text = String::from_utf8_lossy(&again.stdout);
     let kept = format!("write = [\"{}\"]", out_dir.display());
     assert!(text.contains(&kept), "the base's entries are kept: {text}");
-    assert_eq!(text.matches("# file_write").count(), 0, "nothing new: {text}");
+    assert_eq!(
+        text.matches("# file_write").count(),
+        0,
+        "nothing new: {text}"
+    );
 }
 
 #[test]
@@ -81,10 +92,19 @@ sys.exit(1)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("unix_sockets = \"allow\"  # unix_socket"), "{text}");
+    assert!(
+        text.contains("unix_sockets = \"allow\"  # unix_socket"),
+        "{text}"
+    );
     assert!(text.contains("mode = \"enabled\"  # network"), "{text}");
-    assert!(text.contains("# syscall ptrace: seccomp: ptrace refused"), "{text}");
-    assert!(text.contains("not granted (none: no profile allows it"), "{text}");
+    assert!(
+        text.contains("# syscall ptrace: seccomp: ptrace refused"),
+        "{text}"
+    );
+    assert!(
+        text.contains("not granted (none: no profile allows it"),
+        "{text}"
+    );
     // Nothing reached the socket while learning.
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err());

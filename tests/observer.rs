@@ -80,7 +80,11 @@ fn flag(allow: &str) -> Vec<String> {
 }
 
 fn with_flag<'a>(flags: &'a [String], pre: &[&'a str]) -> Vec<&'a str> {
-    flags.iter().map(String::as_str).chain(pre.iter().copied()).collect()
+    flags
+        .iter()
+        .map(String::as_str)
+        .chain(pre.iter().copied())
+        .collect()
 }
 
 #[test]
@@ -147,7 +151,12 @@ sys.exit(1)
     let allow = v["denials"][0]["allow_with"].as_str().unwrap().to_owned();
     assert_eq!(allow, "--network enabled");
     let flags = flag(&allow);
-    let again = py_json(&tree, "on", &with_flag(&flags, &[]), &script.replace("sys.exit(1)", ""));
+    let again = py_json(
+        &tree,
+        "on",
+        &with_flag(&flags, &[]),
+        &script.replace("sys.exit(1)", ""),
+    );
     assert_eq!(again["outcome"], "success", "{again}");
     // With the network enabled unix sockets cannot be created at all (see the README).
     assert_eq!(again["stdout"], "OK\nEPERM\n", "{again}");
@@ -163,17 +172,54 @@ fn each_write_kind_is_denied_with_its_exact_target_and_allow_with_works() {
     std::fs::write(outside.join("doomed"), "x").unwrap();
     std::fs::create_dir(outside.join("gone")).unwrap();
     let cases: Vec<(&str, String, std::path::PathBuf)> = vec![
-        ("create", format!("open({:?}, 'w').write('new')", outside.join("new")), outside.join("new")),
-        ("mkdir", format!("os.mkdir({:?})", outside.join("dir")), outside.join("dir")),
-        ("unlink", format!("os.unlink({:?})", outside.join("doomed")), outside.join("doomed")),
-        ("rmdir", format!("os.rmdir({:?})", outside.join("gone")), outside.join("gone")),
-        ("truncate", format!("os.truncate({:?}, 0)", outside.join("old")), outside.join("old")),
-        ("rename", format!("os.rename({:?}, {:?})", outside.join("old"), outside.join("renamed")), outside.join("old")),
-        ("symlink", format!("os.symlink('/etc/hostname', {:?})", outside.join("link")), outside.join("link")),
-        ("relative", "open(os.chdir('../outside') or 'rel', 'w')".to_owned(), outside.join("rel")),
+        (
+            "create",
+            format!("open({:?}, 'w').write('new')", outside.join("new")),
+            outside.join("new"),
+        ),
+        (
+            "mkdir",
+            format!("os.mkdir({:?})", outside.join("dir")),
+            outside.join("dir"),
+        ),
+        (
+            "unlink",
+            format!("os.unlink({:?})", outside.join("doomed")),
+            outside.join("doomed"),
+        ),
+        (
+            "rmdir",
+            format!("os.rmdir({:?})", outside.join("gone")),
+            outside.join("gone"),
+        ),
+        (
+            "truncate",
+            format!("os.truncate({:?}, 0)", outside.join("old")),
+            outside.join("old"),
+        ),
+        (
+            "rename",
+            format!(
+                "os.rename({:?}, {:?})",
+                outside.join("old"),
+                outside.join("renamed")
+            ),
+            outside.join("old"),
+        ),
+        (
+            "symlink",
+            format!("os.symlink('/etc/hostname', {:?})", outside.join("link")),
+            outside.join("link"),
+        ),
+        (
+            "relative",
+            "open(os.chdir('../outside') or 'rel', 'w')".to_owned(),
+            outside.join("rel"),
+        ),
     ];
     for (name, call, target) in cases {
-        let script = format!("r = attempt(lambda: {call})\nprint(r)\nsys.exit(0 if r == 'OK' else 1)");
+        let script =
+            format!("r = attempt(lambda: {call})\nprint(r)\nsys.exit(0 if r == 'OK' else 1)");
         let v = py_json(&tree, "on", &[], &script);
         assert_eq!(v["outcome"], "denied", "{name}: {v}");
         let mut expected = vec![seen("file_write", &target)];
@@ -202,7 +248,12 @@ fn reads_and_executes_outside_restricted_read_roots() {
     let tool = tree.outside.join("true");
     std::fs::copy("/bin/true", &tool).unwrap();
     // The interpreter's prefix (its bin/ and lib/), wherever it is installed.
-    let python_dir = python().parent().and_then(Path::parent).unwrap().display().to_string();
+    let python_dir = python()
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .display()
+        .to_string();
     let profile = tree.root.join("narrow.toml");
     std::fs::write(
         &profile,
@@ -304,10 +355,17 @@ sys.exit(0 if r == "OK" else 1)
     let target = format!("127.0.0.1:{port}");
     assert_eq!(
         denials(&v),
-        vec![("tcp_port".to_owned(), target.clone(), "seccomp_observer".to_owned())],
+        vec![(
+            "tcp_port".to_owned(),
+            target.clone(),
+            "seccomp_observer".to_owned()
+        )],
         "{v}"
     );
-    assert_eq!(allow_with(&v, &target), format!("add {port} to network.tcp_connect"));
+    assert_eq!(
+        allow_with(&v, &target),
+        format!("add {port} to network.tcp_connect")
+    );
     let wide = profile(&format!("1, {port}"));
     let again = py_json(&tree, "on", &["-p", &wide], &script);
     assert_eq!(again["outcome"], "success", "{again}");
@@ -328,7 +386,11 @@ sys.exit(1)
     assert_eq!(v["stdout"], "-1 EPERM\n", "{v}");
     assert_eq!(
         denials(&v),
-        vec![("syscall".to_owned(), "ptrace".to_owned(), "seccomp_observer".to_owned())],
+        vec![(
+            "syscall".to_owned(),
+            "ptrace".to_owned(),
+            "seccomp_observer".to_owned()
+        )],
         "{v}"
     );
     assert!(allow_with(&v, "ptrace").starts_with("none: no profile allows it"));
@@ -348,7 +410,11 @@ fn forged_text_is_no_denial_when_the_observer_runs() {
     assert_eq!(v["outcome"], "denied", "{v}");
     assert_eq!(
         denials(&v),
-        vec![("file_write".to_owned(), "/etc/forged".to_owned(), "text".to_owned())]
+        vec![(
+            "file_write".to_owned(),
+            "/etc/forged".to_owned(),
+            "text".to_owned()
+        )]
     );
 }
 
@@ -376,14 +442,26 @@ fn plain_run_prints_each_denial_once_after_the_output() {
         .cordon()
         .env("CORDON_OBSERVER", "on")
         .args(["run", "--", "sh", "-c"])
-        .arg(format!("echo start; touch {0}; touch {0}; echo end >&2; exit 1", target.display()))
+        .arg(format!(
+            "echo start; touch {0}; touch {0}; echo end >&2; exit 1",
+            target.display()
+        ))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("cordon: denied")).collect();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("cordon: denied"))
+        .collect();
     assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains(&format!("write to {}", target.display())), "{err}");
-    assert!(lines[0].contains("seen by the seccomp observer, 2 times"), "{err}");
+    assert!(
+        lines[0].contains(&format!("write to {}", target.display())),
+        "{err}"
+    );
+    assert!(
+        lines[0].contains("seen by the seccomp observer, 2 times"),
+        "{err}"
+    );
     let end = err.find("end").unwrap();
     assert!(err.find("cordon: denied").unwrap() > end, "{err}");
     let _ = PROBE;
@@ -419,7 +497,13 @@ print(attempt(lambda: open("written", "w")))
 print(open({readable:?}).read())
 "#
     );
-    let argv = [python().into(), "-I".into(), "-S".into(), "-c".into(), script.into()];
+    let argv = [
+        python().into(),
+        "-I".into(),
+        "-S".into(),
+        "-c".into(),
+        script.into(),
+    ];
     let helper = Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon"));
     let options = LaunchOptions {
         held: false,
@@ -448,7 +532,14 @@ print(open({readable:?}).read())
     // the structs passed, which live across each call.
     unsafe {
         let mut notif: libc::seccomp_notif = std::mem::zeroed();
-        assert_eq!(libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut notif), 0);
+        assert_eq!(
+            libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                &mut notif
+            ),
+            0
+        );
         assert_eq!(i64::from(notif.data.nr), libc::SYS_execve);
         let mut resp = libc::seccomp_notif_resp {
             id: notif.id,
@@ -456,11 +547,23 @@ print(open({readable:?}).read())
             error: 0,
             flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
         };
-        assert_eq!(libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp), 0);
+        assert_eq!(
+            libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &mut resp
+            ),
+            0
+        );
     }
     drop(listener);
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let status = child.wait().unwrap();
     reader.join().unwrap().unwrap();
     assert_eq!(out, "ENOSYS\nENOSYS\nENOSYS\nstill readable\n");
@@ -484,13 +587,20 @@ fn exec_streaming_yields_a_denied_event_as_it_happens() {
         tree.cwd
     ))
     .unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let events = runtime.block_on(async {
         let sandbox = Sandbox::new(Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon")));
         // The observer sends the event before it answers the call, so before the command can
         // write what follows the attempt.
-        let script = format!("touch {0}; echo tried; sleep 0.3; touch {0}; exit 1", target.display());
-        let request = ExecRequest::sandboxed(["sh", "-c", &script], &tree.cwd, policy).observe(true);
+        let script = format!(
+            "touch {0}; echo tried; sleep 0.3; touch {0}; exit 1",
+            target.display()
+        );
+        let request =
+            ExecRequest::sandboxed(["sh", "-c", &script], &tree.cwd, policy).observe(true);
         let mut rx = sandbox.exec_streaming(request);
         let mut events = Vec::new();
         while let Some(event) = rx.recv().await {

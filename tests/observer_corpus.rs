@@ -28,7 +28,10 @@ fn case(name: &'static str, script: &str, expected: &[(&'static str, &str)]) -> 
         name,
         script: script.to_owned(),
         flags: Vec::new(),
-        expected: expected.iter().map(|(o, t)| (*o, (*t).to_owned())).collect(),
+        expected: expected
+            .iter()
+            .map(|(o, t)| (*o, (*t).to_owned()))
+            .collect(),
     }
 }
 
@@ -127,7 +130,11 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         cases.push(ports);
     }
     if linked {
-        cases.push(case("static binary", &static_bin.display().to_string(), &[("file_write", "@OUT@/static")]));
+        cases.push(case(
+            "static binary",
+            &static_bin.display().to_string(),
+            &[("file_write", "@OUT@/static")],
+        ));
     }
 
     let (mut right, mut found, mut labelled) = (0usize, 0usize, 0usize);
@@ -135,7 +142,11 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
     let mut skipped = Vec::new();
     for c in &cases {
         let tool = c.script.split_whitespace().next().unwrap_or("");
-        if !tool.starts_with('/') && !tool.starts_with('{') && !["ls", "mkdir", "cat", "touch", "make"].contains(&tool) && !has(tool) {
+        if !tool.starts_with('/')
+            && !tool.starts_with('{')
+            && !["ls", "mkdir", "cat", "touch", "make"].contains(&tool)
+            && !has(tool)
+        {
             skipped.push(c.name);
             continue;
         }
@@ -161,22 +172,39 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
                 )
             })
             .collect();
-        let want: BTreeSet<(String, String)> =
-            c.expected.iter().map(|(o, t)| ((*o).to_owned(), t.clone())).collect();
+        let want: BTreeSet<(String, String)> = c
+            .expected
+            .iter()
+            .map(|(o, t)| ((*o).to_owned(), t.clone()))
+            .collect();
         // From outside: the daemon hears only the allowed client.
         match c.name {
-            "daemon over a unix socket" => assert!(daemon.accept().is_err(), "reached while denied"),
-            "daemon reached when allowed" => assert!(daemon.accept().is_ok(), "not reached when allowed"),
+            "daemon over a unix socket" => {
+                assert!(daemon.accept().is_err(), "reached while denied")
+            }
+            "daemon reached when allowed" => {
+                assert!(daemon.accept().is_ok(), "not reached when allowed")
+            }
             _ => {}
         }
         found += got.len();
         labelled += want.len();
         right += got.intersection(&want).count();
         if got != want {
-            wrong.push(format!("{}: got {got:?}, labelled {want:?}; stderr {}", c.name, v["stderr"]));
+            wrong.push(format!(
+                "{}: got {got:?}, labelled {want:?}; stderr {}",
+                c.name, v["stderr"]
+            ));
         }
     }
     eprintln!("observer corpus: {} cases, {labelled} labelled denials, {found} found, {right} right; skipped {skipped:?}", cases.len());
-    assert!(skipped.is_empty(), "tools missing (.ci/run installs them): {skipped:?}");
-    assert!(wrong.is_empty(), "precision {right}/{found}, recall {right}/{labelled}:\n{}", wrong.join("\n"));
+    assert!(
+        skipped.is_empty(),
+        "tools missing (.ci/run installs them): {skipped:?}"
+    );
+    assert!(
+        wrong.is_empty(),
+        "precision {right}/{found}, recall {right}/{labelled}:\n{}",
+        wrong.join("\n")
+    );
 }

@@ -465,7 +465,10 @@ pub fn evaluate(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> 
         match insn.code {
             LD_W_ABS => {
                 let at = insn.k as usize;
-                match data.get(at..at + 4).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
+                match data
+                    .get(at..at + 4)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                {
                     Some(word) => acc = u32::from_ne_bytes(word),
                     None => break,
                 }
@@ -564,6 +567,9 @@ mod tests {
             evaluate(&program, AUDIT_ARCH, libc::SYS_getpid as u32, [0; 6]),
             libc::SECCOMP_RET_ALLOW
         );
-        assert_eq!(evaluate(&[], AUDIT_ARCH, 0, [0; 6]), libc::SECCOMP_RET_KILL_PROCESS);
+        assert_eq!(
+            evaluate(&[], AUDIT_ARCH, 0, [0; 6]),
+            libc::SECCOMP_RET_KILL_PROCESS
+        );
     }
 }

@@ -156,7 +156,9 @@ impl Args {
             return Err(bad("--hold-fd needs a --status-fd to report on".into()));
         }
         if observe && status_fd.is_none() {
-            return Err(bad("--observe needs a --status-fd (a unix socket) to hand the listener over".into()));
+            return Err(bad(
+                "--observe needs a --status-fd (a unix socket) to hand the listener over".into(),
+            ));
         }
         Ok(Args {
             status_fd,

@@ -108,7 +108,10 @@ pub struct ObservedFilter {
 }
 
 /// Compiles observer mode's programs from the refusal `rules` and `policy`'s watched calls.
-pub fn compile(rules: &[SyscallRule], policy: &SandboxPolicy) -> Result<ObservedFilter, SetupError> {
+pub fn compile(
+    rules: &[SyscallRule],
+    policy: &SandboxPolicy,
+) -> Result<ObservedFilter, SetupError> {
     Ok(ObservedFilter {
         install: crate::bpf::compile_observed(rules, &watched_rules(policy))?,
         refusals: crate::bpf::compile(rules)?,
@@ -184,7 +187,12 @@ mod tests {
     }
 
     fn openat(program: &BpfProgram, flags: i32) -> u32 {
-        evaluate(program, AUDIT_ARCH, libc::SYS_openat as u32, [0, 0, flags as u64, 0, 0, 0])
+        evaluate(
+            program,
+            AUDIT_ARCH,
+            libc::SYS_openat as u32,
+            [0, 0, flags as u64, 0, 0, 0],
+        )
     }
 
     #[test]
@@ -193,9 +201,21 @@ mod tests {
         let allow = libc::SECCOMP_RET_ALLOW;
         let everything = policy(r#""/""#, "");
         let filter = compile(&crate::syscall_rules::rules(&everything), &everything).unwrap();
-        assert_eq!(openat(&filter.install, libc::O_RDONLY | libc::O_CLOEXEC), allow);
-        assert_eq!(openat(&filter.install, libc::O_RDONLY | libc::O_DIRECTORY), allow);
-        for flags in [libc::O_WRONLY, libc::O_RDWR, libc::O_CREAT, libc::O_TRUNC, libc::O_TMPFILE] {
+        assert_eq!(
+            openat(&filter.install, libc::O_RDONLY | libc::O_CLOEXEC),
+            allow
+        );
+        assert_eq!(
+            openat(&filter.install, libc::O_RDONLY | libc::O_DIRECTORY),
+            allow
+        );
+        for flags in [
+            libc::O_WRONLY,
+            libc::O_RDWR,
+            libc::O_CREAT,
+            libc::O_TRUNC,
+            libc::O_TMPFILE,
+        ] {
             assert_eq!(openat(&filter.install, flags), notify, "{flags:#x}");
         }
         // Restricted: a narrower read root, or a hidden path.

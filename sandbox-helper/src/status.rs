@@ -300,9 +300,8 @@ impl io::Read for FdReader {
         let n = loop {
             // SAFETY: `msg` points at `buf` and `control`, both alive and sized as declared;
             // received descriptors are close-on-exec from the start.
-            let n = unsafe {
-                libc::recvmsg(self.socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC)
-            };
+            let n =
+                unsafe { libc::recvmsg(self.socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
             if n >= 0 {
                 break n as usize;
             }
@@ -464,16 +463,27 @@ mod tests {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(b"sent").unwrap();
-        write_record(ours.as_fd(), &StatusRecord::Observer { refusals: vec![[6, 0, 0, 0]] })
-            .unwrap();
+        write_record(
+            ours.as_fd(),
+            &StatusRecord::Observer {
+                refusals: vec![[6, 0, 0, 0]],
+            },
+        )
+        .unwrap();
         send_fds(ours.as_fd(), "test", &[file.as_fd()]).unwrap();
         drop(ours);
         let mut got = Vec::new();
-        let records = read_records_and_fds(theirs.into(), |r, fds| got.push((r.clone(), fds)))
-            .unwrap();
+        let records =
+            read_records_and_fds(theirs.into(), |r, fds| got.push((r.clone(), fds))).unwrap();
         assert_eq!(records.len(), 2);
         assert!(got[0].1.is_empty());
-        assert_eq!(got[1].0, StatusRecord::Fds { tag: "test".into(), count: 1 });
+        assert_eq!(
+            got[1].0,
+            StatusRecord::Fds {
+                tag: "test".into(),
+                count: 1
+            }
+        );
         let mut received = std::fs::File::from(got.remove(1).1.remove(0));
         received.rewind().unwrap();
         let mut text = String::new();

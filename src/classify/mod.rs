@@ -257,9 +257,7 @@ fn with_audit(mut found: Vec<Denial>, audit: Option<&[Denial]>) -> Vec<Denial> {
         let same = |d: &Denial| {
             d.operation == a.operation
                 && match (&d.target, &a.target) {
-                    (Some(t), Some(at)) => {
-                        t == at || Path::new(t).parent() == Some(Path::new(at))
-                    }
+                    (Some(t), Some(at)) => t == at || Path::new(t).parent() == Some(Path::new(at)),
                     (None, None) => true,
                     _ => false,
                 }

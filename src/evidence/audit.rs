@@ -71,10 +71,18 @@ impl AuditListener {
     }
 
     /// Stops listening and returns the run's denials as `policy` and `receipt` explain them.
-    pub fn finish(self, policy: &SandboxPolicy, receipt: Option<&ConfinementReceipt>) -> Vec<Denial> {
+    pub fn finish(
+        self,
+        policy: &SandboxPolicy,
+        receipt: Option<&ConfinementReceipt>,
+    ) -> Vec<Denial> {
         self.stop.store(true, Ordering::SeqCst);
         let records = self.thread.join().unwrap_or_default();
-        let status: Vec<StatusRecord> = receipt.cloned().map(StatusRecord::Confined).into_iter().collect();
+        let status: Vec<StatusRecord> = receipt
+            .cloned()
+            .map(StatusRecord::Confined)
+            .into_iter()
+            .collect();
         let access = Access::new(policy, Path::new("/"), &status);
         let mut out = Vec::new();
         for domain in &records.ours {
@@ -91,13 +99,28 @@ fn audit_enabled() -> bool {
     let Ok(socket) = netlink_socket() else {
         return false;
     };
-    let request = header(NLMSG_HDRLEN as u32, AUDIT_GET, (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16);
+    let request = header(
+        NLMSG_HDRLEN as u32,
+        AUDIT_GET,
+        (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16,
+    );
     // SAFETY: sends the 16 bytes of `request` on a socket we own.
-    if unsafe { libc::send(socket.as_raw_fd(), request.as_ptr().cast(), request.len(), 0) } < 0 {
+    if unsafe {
+        libc::send(
+            socket.as_raw_fd(),
+            request.as_ptr().cast(),
+            request.len(),
+            0,
+        )
+    } < 0
+    {
         return false;
     }
     // A kernel that never answers (it should) costs a second, not the run.
-    let timeout = libc::timeval { tv_sec: 1, tv_usec: 0 };
+    let timeout = libc::timeval {
+        tv_sec: 1,
+        tv_usec: 0,
+    };
     // SAFETY: sets a socket option from `timeout`, valid for its size.
     unsafe {
         libc::setsockopt(
@@ -141,7 +164,13 @@ fn header(len: u32, kind: u16, flags: u16) -> Vec<u8> {
 
 fn netlink_socket() -> io::Result<OwnedFd> {
     // SAFETY: creates a new socket; no memory is passed.
-    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, NETLINK_AUDIT) };
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            NETLINK_AUDIT,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -263,7 +292,11 @@ fn field(text: &str, key: &str) -> Option<String> {
     }
     let word = rest.split(' ').next().unwrap_or_default();
     // Paths with spaces or odd bytes are hex-encoded.
-    if word.len() % 2 == 0 && word.len() > 1 && word.bytes().all(|b| b.is_ascii_hexdigit()) && key == "path" {
+    if word.len() % 2 == 0
+        && word.len() > 1
+        && word.bytes().all(|b| b.is_ascii_hexdigit())
+        && key == "path"
+    {
         let bytes: Option<Vec<u8>> = (0..word.len())
             .step_by(2)
             .map(|i| u8::from_str_radix(&word[i..i + 2], 16).ok())
@@ -280,8 +313,14 @@ fn denial(record: &str, access: &Access) -> Option<Denial> {
     let seen = EvidenceKind::LandlockAudit;
     if let Some(net) = blocker.strip_prefix("net.") {
         let port = field(record, "dest").or_else(|| field(record, "src"))?;
-        let host = field(record, "daddr").or_else(|| field(record, "saddr")).unwrap_or_else(|| "127.0.0.1".into());
-        let list = if net == "bind_tcp" { "tcp_bind" } else { "tcp_connect" };
+        let host = field(record, "daddr")
+            .or_else(|| field(record, "saddr"))
+            .unwrap_or_else(|| "127.0.0.1".into());
+        let list = if net == "bind_tcp" {
+            "tcp_bind"
+        } else {
+            "tcp_connect"
+        };
         return Some(Denial::new(
             Operation::TcpPort,
             Some(format!("{host}:{port}")),
@@ -307,11 +346,20 @@ fn denial(record: &str, access: &Access) -> Option<Denial> {
     };
     let verdict = verdict?;
     // For creation and removal the record names the directory, which is also what to grant.
-    let allow_with = match (operation, blocker.starts_with("fs.make_") || blocker.starts_with("fs.remove_")) {
+    let allow_with = match (
+        operation,
+        blocker.starts_with("fs.make_") || blocker.starts_with("fs.remove_"),
+    ) {
         (Operation::FileWrite, true) => format!("--writable {}", path.display()),
         _ => verdict.allow_with,
     };
-    Some(Denial::new(operation, Some(path.display().to_string()), verdict.rule, allow_with, seen))
+    Some(Denial::new(
+        operation,
+        Some(path.display().to_string()),
+        verdict.rule,
+        allow_with,
+        seen,
+    ))
 }
 
 #[cfg(test)]
@@ -328,6 +376,9 @@ mod tests {
         assert_eq!(field(domain, "pid").as_deref(), Some("27973"));
         assert_eq!(field(domain, "status").as_deref(), Some("allocated"));
         // A hex-encoded path (it had a space).
-        assert_eq!(field("domain=1 blockers=fs.make_reg path=2F6120620A", "path").as_deref(), Some("/a b\n"));
+        assert_eq!(
+            field("domain=1 blockers=fs.make_reg path=2F6120620A", "path").as_deref(),
+            Some("/a b\n")
+        );
     }
 }

@@ -27,10 +27,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use cordon_sandbox::bpf::sock_filter;
 use cordon_sandbox::policy::{SandboxPolicy, UnixSockets};
 use cordon_sandbox::status::{ConfinementReceipt, Layer, StatusRecord};
 use cordon_sandbox::syscall_rules::{self, SyscallRule};
-use cordon_sandbox::bpf::sock_filter;
 
 use crate::classify::access::Access;
 use crate::classify::{merge, Denial, EvidenceKind, Operation};
@@ -258,14 +258,14 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Reads the call's target, decides the answer, and says what was denied.
-    fn judge_call(
-        &self,
-        listener: &OwnedFd,
-        notif: &libc::seccomp_notif,
-    ) -> (Vec<Denial>, Answer) {
+    fn judge_call(&self, listener: &OwnedFd, notif: &libc::seccomp_notif) -> (Vec<Denial>, Answer) {
         let data = notif.data;
-        let verdict =
-            cordon_sandbox::bpf::evaluate(&self.judge.refusals, data.arch, data.nr as u32, data.args);
+        let verdict = cordon_sandbox::bpf::evaluate(
+            &self.judge.refusals,
+            data.arch,
+            data.nr as u32,
+            data.args,
+        );
         let refused = if verdict == libc::SECCOMP_RET_ALLOW {
             None
         } else if verdict & libc::SECCOMP_RET_ACTION_FULL == libc::SECCOMP_RET_ERRNO {
@@ -326,7 +326,10 @@ impl Ctx<'_> {
                 Address::Inet(hostport, _) => vec![Denial::new(
                     Operation::Network,
                     Some(hostport.clone()),
-                    format!("network mode {} ({name}: {reason})", self.judge.policy.network.mode.name()),
+                    format!(
+                        "network mode {} ({name}: {reason})",
+                        self.judge.policy.network.mode.name()
+                    ),
                     "--network enabled",
                     seen,
                 )],
@@ -342,8 +345,9 @@ impl Ctx<'_> {
                 "--allow-unix-sockets",
                 seen,
             )],
-            "socket" if matches!(family, libc::AF_INET | libc::AF_INET6)
-                && self.judge.policy.network.mode.is_denied() =>
+            "socket"
+                if matches!(family, libc::AF_INET | libc::AF_INET6)
+                    && self.judge.policy.network.mode.is_denied() =>
             {
                 vec![Denial::new(
                     Operation::Network,
@@ -371,7 +375,13 @@ impl Ctx<'_> {
         let seen = EvidenceKind::SeccompObserver;
         let write = |path: &Path| -> Option<Denial> {
             let v = self.access.write_verdict(path)?;
-            Some(Denial::new(Operation::FileWrite, Some(display(path)), v.rule, v.allow_with, seen))
+            Some(Denial::new(
+                Operation::FileWrite,
+                Some(display(path)),
+                v.rule,
+                v.allow_with,
+                seen,
+            ))
         };
         // Removing or renaming an entry is a right on the directory that holds it, even when
         // the entry is itself a directory (a grant of the directory alone would not do).
@@ -386,7 +396,13 @@ impl Ctx<'_> {
         };
         let read = |op: Operation, path: &Path| -> Option<Denial> {
             let v = self.access.read_verdict(path)?;
-            Some(Denial::new(op, Some(display(path)), v.rule, v.allow_with, seen))
+            Some(Denial::new(
+                op,
+                Some(display(path)),
+                v.rule,
+                v.allow_with,
+                seen,
+            ))
         };
         let resolve = |p: &Path, follow: bool| self.access.resolve(&p.to_string_lossy(), follow);
         if self.plainly_allowed(target) {
@@ -428,7 +444,11 @@ impl Ctx<'_> {
                 let to = resolve(to, false);
                 if from.symlink_metadata().is_ok() && parent_exists(&to) {
                     out.extend(remove(&from));
-                    out.extend(if to.symlink_metadata().is_ok() { remove(&to) } else { write(&to) });
+                    out.extend(if to.symlink_metadata().is_ok() {
+                        remove(&to)
+                    } else {
+                        write(&to)
+                    });
                 }
             }
             Target::Truncate(path) if files => {
@@ -458,7 +478,12 @@ impl Ctx<'_> {
     fn plainly_allowed(&self, target: &Target) -> bool {
         let fs = &self.judge.policy.filesystem;
         let writable: Vec<&Path> = fs.write.iter().map(PathBuf::as_path).collect();
-        let readable: Vec<&Path> = fs.read.iter().chain(&fs.write).map(PathBuf::as_path).collect();
+        let readable: Vec<&Path> = fs
+            .read
+            .iter()
+            .chain(&fs.write)
+            .map(PathBuf::as_path)
+            .collect();
         let writes = |flags: u64| {
             let flags = flags as i32;
             flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) != 0
@@ -470,10 +495,13 @@ impl Ctx<'_> {
                 let roots = if writes(*flags) { &writable } else { &readable };
                 self.plainly_inside(path, roots, follow)
             }
-            Target::Create(path) | Target::Remove(path) => self.plainly_inside(path, &writable, false),
+            Target::Create(path) | Target::Remove(path) => {
+                self.plainly_inside(path, &writable, false)
+            }
             Target::Truncate(path) => self.plainly_inside(path, &writable, true),
             Target::Rename(from, to) => {
-                self.plainly_inside(from, &writable, false) && self.plainly_inside(to, &writable, false)
+                self.plainly_inside(from, &writable, false)
+                    && self.plainly_inside(to, &writable, false)
             }
             Target::Exec(path) => self.plainly_inside(path, &readable, true),
             _ => false,
@@ -483,13 +511,20 @@ impl Ctx<'_> {
     fn plainly_inside(&self, path: &Path, roots: &[&Path], follow_last: bool) -> bool {
         use std::path::Component;
         let fs = &self.judge.policy.filesystem;
-        if path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+        if path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+        {
             return false;
         }
         let Some(root) = roots.iter().find(|r| path.starts_with(r)) else {
             return false;
         };
-        let carved = fs.read_only.iter().chain(&fs.deny_read).any(|c| path.starts_with(c));
+        let carved = fs
+            .read_only
+            .iter()
+            .chain(&fs.deny_read)
+            .any(|c| path.starts_with(c));
         if carved || cordon_sandbox::landlock_rules::excluded_from_roots(&self.judge.policy, path) {
             return false;
         }
@@ -535,7 +570,13 @@ impl Ctx<'_> {
                     return None;
                 }
                 let v = self.access.write_verdict(&path)?;
-                Some(Denial::new(Operation::FileWrite, Some(display(&path)), v.rule, v.allow_with, seen))
+                Some(Denial::new(
+                    Operation::FileWrite,
+                    Some(display(&path)),
+                    v.rule,
+                    v.allow_with,
+                    seen,
+                ))
             }
             (SocketCall::Connect | SocketCall::Bind, Address::Inet(hostport, port))
                 if self.judge.receipt.layers.contains(&Layer::LandlockNet) =>
@@ -628,7 +669,6 @@ impl Process<'_> {
     // libc names the call numbers in lower case.
     #[allow(non_upper_case_globals)]
     fn target(&self, nr: i64, args: &[u64; 6]) -> Target {
-
         let path = |dirfd: Option<u64>, arg: u64| self.path(dirfd.map(|d| d as i32), arg);
         let attempt = || -> Option<Target> {
             use libc::*;
@@ -638,20 +678,33 @@ impl Process<'_> {
                 SYS_symlinkat => Target::Create(path(Some(args[1]), args[2])?),
                 SYS_linkat => Target::Create(path(Some(args[2]), args[3])?),
                 SYS_unlinkat => Target::Remove(path(Some(args[0]), args[1])?),
-                SYS_renameat | SYS_renameat2 => Target::Rename(
-                    path(Some(args[0]), args[1])?,
-                    path(Some(args[2]), args[3])?,
-                ),
+                SYS_renameat | SYS_renameat2 => {
+                    Target::Rename(path(Some(args[0]), args[1])?, path(Some(args[2]), args[3])?)
+                }
                 SYS_truncate => Target::Truncate(path(None, args[0])?),
                 SYS_execve => Target::Exec(path(None, args[0])?),
                 SYS_execveat => Target::Exec(path(Some(args[0]), args[1])?),
-                SYS_connect => Target::Address(SocketCall::Connect, args[0] as i32, self.address(args[1], args[2])?),
-                SYS_bind => Target::Address(SocketCall::Bind, args[0] as i32, self.address(args[1], args[2])?),
-                SYS_sendto if args[4] != 0 => Target::Address(SocketCall::SendTo, args[0] as i32, self.address(args[4], args[5])?),
+                SYS_connect => Target::Address(
+                    SocketCall::Connect,
+                    args[0] as i32,
+                    self.address(args[1], args[2])?,
+                ),
+                SYS_bind => Target::Address(
+                    SocketCall::Bind,
+                    args[0] as i32,
+                    self.address(args[1], args[2])?,
+                ),
+                SYS_sendto if args[4] != 0 => Target::Address(
+                    SocketCall::SendTo,
+                    args[0] as i32,
+                    self.address(args[4], args[5])?,
+                ),
                 #[cfg(target_arch = "x86_64")]
                 SYS_open => Target::Open(path(None, args[0])?, args[1]),
                 #[cfg(target_arch = "x86_64")]
-                SYS_creat => Target::Open(path(None, args[0])?, (O_CREAT | O_WRONLY | O_TRUNC) as u64),
+                SYS_creat => {
+                    Target::Open(path(None, args[0])?, (O_CREAT | O_WRONLY | O_TRUNC) as u64)
+                }
                 #[cfg(target_arch = "x86_64")]
                 SYS_mkdir | SYS_mknod => Target::Create(path(None, args[0])?),
                 #[cfg(target_arch = "x86_64")]
@@ -689,7 +742,11 @@ impl Process<'_> {
     /// memory file when there is one that still reads.
     fn read_at(&self, buf: &mut [u8], addr: u64) -> Option<usize> {
         for fresh in [false, true] {
-            if let Some(n) = self.mem.get(self.pid, fresh).and_then(|f| f.read_at(buf, addr).ok()) {
+            if let Some(n) = self
+                .mem
+                .get(self.pid, fresh)
+                .and_then(|f| f.read_at(buf, addr).ok())
+            {
                 if n > 0 {
                     return Some(n);
                 }
@@ -720,7 +777,9 @@ impl Process<'_> {
 
     /// The socket address at `addr`, `len` bytes long.
     fn address(&self, addr: u64, len: u64) -> Option<Address> {
-        let len = usize::try_from(len).ok()?.min(std::mem::size_of::<libc::sockaddr_storage>());
+        let len = usize::try_from(len)
+            .ok()?
+            .min(std::mem::size_of::<libc::sockaddr_storage>());
         if len < 2 {
             return None;
         }
@@ -740,14 +799,17 @@ impl Process<'_> {
                     let path = if path.is_absolute() {
                         path
                     } else {
-                        std::fs::read_link(format!("/proc/{}/cwd", self.pid)).ok()?.join(path)
+                        std::fs::read_link(format!("/proc/{}/cwd", self.pid))
+                            .ok()?
+                            .join(path)
                     };
                     Address::Unix(display(&path))
                 }
             }
             libc::AF_INET => {
                 let port = be16(2)?;
-                let ip = std::net::Ipv4Addr::new(*buf.get(4)?, *buf.get(5)?, *buf.get(6)?, *buf.get(7)?);
+                let ip =
+                    std::net::Ipv4Addr::new(*buf.get(4)?, *buf.get(5)?, *buf.get(6)?, *buf.get(7)?);
                 Address::Inet(format!("{ip}:{port}"), port)
             }
             libc::AF_INET6 => {

@@ -208,17 +208,19 @@ pub(super) async fn run(
         None => (None, None),
     };
     if let (Some(audit), Some(policy)) = (audit, request.policy.clone()) {
-        let receipt = records.as_ref().and_then(|r| r.as_ref().ok()).and_then(|r| {
-            r.iter().find_map(|record| match record {
-                StatusRecord::Confined(receipt) => Some(receipt.clone()),
-                _ => None,
-            })
-        });
-        result.audit_denials = tokio::task::spawn_blocking(move || {
-            audit.finish(&policy, receipt.as_ref())
-        })
-        .await
-        .ok();
+        let receipt = records
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|r| {
+                r.iter().find_map(|record| match record {
+                    StatusRecord::Confined(receipt) => Some(receipt.clone()),
+                    _ => None,
+                })
+            });
+        result.audit_denials =
+            tokio::task::spawn_blocking(move || audit.finish(&policy, receipt.as_ref()))
+                .await
+                .ok();
     }
     if let Some(observer) = observer {
         // The group is dead: the thread sees its listener hang up, or stops at its next look.
@@ -259,27 +261,25 @@ fn read_status(
     let mut refusals = None;
     let mut listener = None;
     let mut observer = None;
-    let records = read_records_and_fds(file.into(), |record, mut fds| {
-        match record {
-            StatusRecord::Observer { refusals: program } => {
-                refusals = Some(observer::refusal_program(program));
-            }
-            StatusRecord::Fds { tag, .. } if tag == TAG_SECCOMP_LISTENER => {
-                listener = fds.pop();
-            }
-            StatusRecord::Confined(receipt) => {
-                if let Some(hook) = &hook {
-                    hook.call(receipt);
-                }
-                if let (Some(watch), Some(listener), Some(refusals)) =
-                    (&watch, listener.take(), refusals.take())
-                {
-                    observer = start_observer(listener, watch, receipt, refusals);
-                }
-                hold = None;
-            }
-            _ => {}
+    let records = read_records_and_fds(file.into(), |record, mut fds| match record {
+        StatusRecord::Observer { refusals: program } => {
+            refusals = Some(observer::refusal_program(program));
         }
+        StatusRecord::Fds { tag, .. } if tag == TAG_SECCOMP_LISTENER => {
+            listener = fds.pop();
+        }
+        StatusRecord::Confined(receipt) => {
+            if let Some(hook) = &hook {
+                hook.call(receipt);
+            }
+            if let (Some(watch), Some(listener), Some(refusals)) =
+                (&watch, listener.take(), refusals.take())
+            {
+                observer = start_observer(listener, watch, receipt, refusals);
+            }
+            hold = None;
+        }
+        _ => {}
     });
     // However reading ended (setup error, unreadable record), a held helper must not wait on.
     drop(hold);
@@ -386,11 +386,17 @@ fn build_command(config: &Config, request: &ExecRequest, env: &PreparedEnv) -> i
                 observe: crate::evidence::observer_wanted(request.observe),
             };
             let launch = helper
-                .command_with_options(policy, &request.cwd, &request.argv, &request.pass_fds, options)
+                .command_with_options(
+                    policy,
+                    &request.cwd,
+                    &request.argv,
+                    &request.pass_fds,
+                    options,
+                )
                 .map_err(|e| match e {
-                crate::helper::HelperError::Pipe(io) => io,
-                other => io::Error::other(other.to_string()),
-            })?;
+                    crate::helper::HelperError::Pipe(io) => io,
+                    other => io::Error::other(other.to_string()),
+                })?;
             (launch.command, Some(launch.status), Vec::new())
         }
         _ => {
