@@ -135,7 +135,8 @@ fn observe(
             continue;
         };
         let (denials, answer) = ctx.judge_call(listener, &notif);
-        respond(listener, notif.id, answer);
+        // Recorded (and announced) before the answer, so that the event comes before
+        // anything the command does after the call.
         for d in denials {
             match seen
                 .iter_mut()
@@ -148,6 +149,7 @@ fn observe(
                 }
             }
         }
+        respond(listener, notif.id, answer);
     }
     merge(seen)
 }
