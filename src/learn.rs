@@ -228,3 +228,70 @@ fn one_line(text: &str) -> String {
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::EvidenceKind;
+
+    fn policy() -> SandboxPolicy {
+        SandboxPolicy::from_json(
+            r#"{"version":1,"filesystem":{"read":["/"],"write":[]},"network":{"mode":"denied"},
+               "enforcement":{"missing_layer":"refuse","carve_outs":"report"}}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_target_with_a_newline_cannot_add_a_line_to_the_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let forged = format!("{}/x\nwrite = [\"/\"]", root.display());
+        let denial = Denial::new(
+            Operation::FileWrite,
+            Some(forged),
+            "not under any writable root",
+            format!("--writable {}", root.display()),
+            EvidenceKind::SeccompObserver,
+        );
+        let text = render(
+            &Base::Preset("read-only".into()),
+            &policy(),
+            &[denial],
+            "a\nb",
+        );
+        crate::profile::PermissionProfile::from_toml_str(&text).unwrap();
+        let parsed: toml::Value = text.parse().unwrap();
+        let write = parsed["filesystem"]["write"].as_array().unwrap();
+        assert_eq!(write.len(), 1, "{text}");
+        assert_eq!(write[0].as_str(), Some(&*root.display().to_string()));
+        assert!(!text.contains("\nwrite = [\"/\"]"), "{text}");
+    }
+
+    #[test]
+    fn nothing_is_granted_for_a_syscall_or_the_filesystem_root() {
+        let syscall = Denial::new(
+            Operation::Syscall,
+            Some("ptrace".into()),
+            "seccomp: ptrace refused",
+            "none: no profile allows it (tracing)",
+            EvidenceKind::SeccompObserver,
+        );
+        let root = Denial::new(
+            Operation::FileWrite,
+            Some("/x".into()),
+            "not under any writable root",
+            "--writable /",
+            EvidenceKind::Text,
+        );
+        let text = render(
+            &Base::Preset("read-only".into()),
+            &policy(),
+            &[syscall, root],
+            "t",
+        );
+        let parsed: toml::Value = text.parse().unwrap();
+        assert!(parsed.get("filesystem").is_none(), "{text}");
+        assert_eq!(text.matches("not granted").count(), 2, "{text}");
+    }
+}
