@@ -33,6 +33,11 @@
 # --noprofile --net=none, and sandbox-runtime's own CLI (srt, from npm), each next to cordon's
 # namespace path and to `true`; a row whose tool cannot be installed is left out with the reason.
 # Everything printed is also written to BENCHMARKS.md, with the machine and kernel named.
+# The seccomp observer (issue 9), first; BENCH_ONLY=observer runs this block alone:
+#   observer off / on           `cordon run` of a build that creates 10,000 files (100 shells
+#                               writing 100 files each, two at a time), without and with the
+#                               observer (CORDON_OBSERVER); every writing open is a notification
+# Target: on at most 1.05x off; the default (src/evidence/mod.rs) follows the figure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,8 +81,10 @@ cargo build --release --quiet
 work=$(mktemp -d -p /var/tmp)
 trap 'rm -rf "$work"' EXIT
 min_src=../shared/bench/min-helper.c
-[ -f "$min_src" ] || { echo "bench: $min_src not found" >&2; exit 1; }
-gcc -O2 -o "$work/min-helper" "$min_src"
+if [ "${BENCH_ONLY:-}" != observer ]; then
+  [ -f "$min_src" ] || { echo "bench: $min_src not found" >&2; exit 1; }
+  gcc -O2 -o "$work/min-helper" "$min_src"
+fi
 
 cp target/release/cordon-sandbox "$work/cordon-sandbox-dynamic"
 cargo rustc --release --quiet -p cordon-sandbox --bin cordon-sandbox -- -C target-feature=+crt-static
@@ -87,6 +94,36 @@ cordon=$PWD/target/release/cordon
 policy=$(cd "$work" && "$cordon" run --print-policy)
 true_bin=$(command -v true)
 runs=${BENCH_RUNS:-300}
+
+obs=$work/observer
+mkdir -p "$obs"
+cat >"$obs/build.sh" <<'SH'
+rm -rf out; mkdir out
+seq 100 | xargs -n1 -P2 sh -c 'for j in $(seq 100); do echo "$0 $j" > out/$0-$j.o; done'
+[ "$(ls out | wc -l)" -eq 10000 ]
+SH
+obs_rounds=${BENCH_OBSERVER_ROUNDS:-3}
+for round in $(seq "$obs_rounds"); do
+  hyperfine -N --warmup 1 --runs "${BENCH_OBSERVER_RUNS:-5}" --export-json "$work/obs-$round.json" \
+    -n 'observer off' "env CORDON_HELPER=self CORDON_OBSERVER=off $cordon run -C $obs -- sh build.sh" \
+    -n 'observer on' "env CORDON_HELPER=self CORDON_OBSERVER=on $cordon run -C $obs -- sh build.sh" >/dev/null
+done
+python3 - "$work" "$obs_rounds" <<'PY'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+means, mins = {}, {}
+for i in range(1, rounds + 1):
+    for x in json.load(open(f"{work}/obs-{i}.json"))["results"]:
+        means.setdefault(x["command"], []).append(x["mean"] * 1000)
+        mins.setdefault(x["command"], []).append(x["min"] * 1000)
+ms = {k: statistics.median(v) for k, v in means.items()}
+best = {k: min(v) for k, v in mins.items()}
+print(f"seccomp observer, a build creating 10,000 files, median of {rounds} rounds of means (fastest run):")
+for name in ["observer off", "observer on"]:
+    print(f"  {name:14} {ms[name]:9.1f} ms  ({best[name]:9.1f} ms)")
+print(f"ratio on / off: {ms['observer on'] / ms['observer off']:.3f} (fastest runs {best['observer on'] / best['observer off']:.3f}; target <= 1.05)")
+PY
+[ "${BENCH_ONLY:-}" = observer ] && exit 0
 
 # The machine is shared: run the whole comparison in several rounds and report, for each
 # command, the median of its per-round means, so one noisy burst cannot decide the ratio.

@@ -213,7 +213,7 @@ impl Helper {
         argv: &[OsString],
         pass: &[PassFd],
     ) -> Result<Launch, HelperError> {
-        self.launch(policy, cwd, argv, pass, false)
+        self.command_with_options(policy, cwd, argv, pass, LaunchOptions::default())
     }
 
     /// [`Helper::command_with_fds`], and the helper gets `--hold-fd`: when its receipt lists
@@ -227,28 +227,29 @@ impl Helper {
         argv: &[OsString],
         pass: &[PassFd],
     ) -> Result<Launch, HelperError> {
-        self.launch(policy, cwd, argv, pass, true)
+        let options = LaunchOptions {
+            held: true,
+            ..LaunchOptions::default()
+        };
+        self.command_with_options(policy, cwd, argv, pass, options)
     }
 
-    fn launch(
+    /// [`Helper::command_with_fds`] with every launch option spelled out (see
+    /// [`LaunchOptions`]).
+    pub fn command_with_options(
         &self,
         policy: &SandboxPolicy,
         cwd: &Path,
         argv: &[OsString],
         pass: &[PassFd],
-        held: bool,
+        options: LaunchOptions,
     ) -> Result<Launch, HelperError> {
+        let held = options.held;
         let floor = fd_floor(pass)?;
         let core_limit = guard_supervisor().map_err(HelperError::GuardSupervisor)?;
-        // A socket pair, not a pipe: the helper hands listening sockets (the proxy's, host
-        // ports') over it with SCM_RIGHTS. Stream, so records stay lines as on a pipe.
-        let (read, write) = nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::Stream,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| HelperError::Pipe(io::Error::from(e)))?;
+        // A socket, not a pipe: the helper can send descriptors with its records (the seccomp
+        // observer's listener); it reads and writes like a pipe otherwise.
+        let (read, write) = status_socket_pair().map_err(HelperError::Pipe)?;
         // Above every target, so that installing the passed descriptors cannot overwrite it.
         let write = dup_at_least(&write, floor).map_err(HelperError::Pipe)?;
         let write_fd = write.as_raw_fd();
@@ -263,6 +264,9 @@ impl Helper {
             .arg(write_fd.to_string());
         for p in pass {
             command.arg("--pass-fd").arg(p.target.to_string());
+        }
+        if options.observe {
+            command.arg("--observe");
         }
         let hold = if held {
             let (hold_read, hold_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -317,6 +321,38 @@ impl Helper {
             },
         })
     }
+}
+
+/// How a helper is launched beyond the policy, cwd, argv and passed descriptors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaunchOptions {
+    /// As [`Helper::command_held`]: the helper waits before `execve` until the hold pipe's
+    /// write end (in [`StatusPipe`]) is closed, when its receipt lists downgrades.
+    pub held: bool,
+    /// Observer mode (`--observe`): the helper sends a seccomp listener over the status
+    /// socket, and every watched or refused call waits for an answer on it. Only a reader that
+    /// runs the observer may ask for it ([`crate::exec`] does); anyone else would leave the
+    /// command's first `execve` waiting forever.
+    pub observe: bool,
+}
+
+/// A connected pair of close-on-exec unix stream sockets: (parent's end, helper's end).
+fn status_socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: socketpair writes two new descriptors into `fds`, a valid array of two ints.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created by socketpair and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// The lowest descriptor number above every target; checks the targets.

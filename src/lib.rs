@@ -34,8 +34,10 @@
 pub mod classify;
 pub mod context;
 pub mod doctor;
+pub mod evidence;
 pub mod exec;
 pub mod helper;
+pub mod learn;
 pub mod network;
 pub mod orchestrator;
 pub mod patch;

@@ -20,6 +20,7 @@ use cordon::sandbox::policy::{Enforcement, NetworkMode};
 
 mod context_cli;
 mod doctor_cli;
+mod learn_cli;
 mod patch_cli;
 mod pty_relay;
 mod report;
@@ -33,7 +34,7 @@ use snapshot_cli::{use_cached_snapshot, SnapshotCommand, SnapshotUse};
 use units::{parse_bytes, parse_duration};
 
 /// `cordon run` without `--timeout` waits as long as the command runs.
-const NO_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(crate) const NO_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Exit code for cordon's own errors (bad input, setup failure).
 const EXIT_CORDON: u8 = 125;
@@ -80,6 +81,9 @@ enum Command {
     Serve(serve_cli::ServeArgs),
     /// The same as an MCP server over stdio (tools exec_command and write_stdin).
     Mcp(serve_cli::ServeArgs),
+    /// Run PROGRAM confined by a base profile and write the smallest profile extending it that
+    /// allows what the kernel refused (it grants nothing by itself).
+    Learn(learn_cli::LearnArgs),
 }
 
 #[derive(clap::Args)]
@@ -285,6 +289,13 @@ fn main() -> ExitCode {
             }
         },
         Command::Patch(args) => match patch_cli::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("cordon: {}", one_line(&e));
+                ExitCode::from(EXIT_CORDON)
+            }
+        },
+        Command::Learn(args) => match learn_cli::run(args) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("cordon: {}", one_line(&e));
@@ -623,6 +634,8 @@ async fn pass_through(
                     StreamKind::Stderr => err.write_all(&bytes).and_then(|_| err.flush()),
                 };
             }
+            // Printed once each, after the command's output, from the classified result.
+            ExecEvent::Denied(_) => {}
             ExecEvent::Finished(result) => return Ok(*result),
         }
     }

@@ -297,12 +297,36 @@ pub fn widen(policy: &SandboxPolicy, denials: &[Denial]) -> Result<SandboxPolicy
             Operation::UnixSocket if shown == "--allow-unix-sockets" => {
                 wider.network.unix_sockets = UnixSockets::Allow;
             }
+            Operation::TcpPort => {
+                let (port, list) = port_grant(shown).ok_or_else(|| not_grantable(shown))?;
+                let list = match list {
+                    "tcp_connect" => wider.network.tcp_connect.as_mut(),
+                    _ => wider.network.tcp_bind.as_mut(),
+                };
+                match list {
+                    Some(ports) if !ports.contains(&port) => ports.push(port),
+                    Some(_) => {}
+                    // No list means every port: nothing to add.
+                    None => return Err(not_grantable(shown)),
+                }
+            }
             Operation::Network | Operation::UnixSocket | Operation::Syscall => {
                 return Err(not_grantable(shown))
             }
         }
     }
     Ok(wider)
+}
+
+/// `add PORT to network.tcp_connect` (or `tcp_bind`): the port and the list's name.
+fn port_grant(allow_with: &str) -> Option<(u16, &str)> {
+    let rest = allow_with.strip_prefix("add ")?;
+    let (port, list) = rest.split_once(" to network.")?;
+    let list = match list {
+        "tcp_connect" | "tcp_bind" => list,
+        _ => return None,
+    };
+    Some((port.parse().ok()?, list))
 }
 
 fn not_grantable(allow_with: &str) -> WidenError {

@@ -199,6 +199,8 @@ pub async fn run(
                 result = Some(*r);
                 break;
             }
+            // Printed once after the command ends, from the result, as without a terminal.
+            ExecEvent::Denied(_) => {}
         }
     }
     keys.abort();

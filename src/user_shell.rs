@@ -354,6 +354,8 @@ impl UserShell {
                         .await;
                 }
                 ExecEvent::Finished(finished) => result = Some(*finished),
+                // Unsandboxed: nothing is denied.
+                ExecEvent::Denied(_) => {}
             }
         }
         let end = match result {

@@ -148,6 +148,8 @@ fn classify_corpus_precision_and_recall() {
                 records: &records,
                 stdout: stdout.as_bytes(),
                 stderr: stderr.as_bytes(),
+                kernel: None,
+                audit: None,
             })
             .iter()
             .map(|d| Expected {

@@ -537,7 +537,7 @@ async fn a_lagging_event_receiver_never_stalls_the_command() {
         match event {
             ExecEvent::Output { bytes, .. } => streamed += bytes.len() as u64,
             ExecEvent::Finished(result) => finished = Some(result),
-            ExecEvent::Started { .. } => {}
+            ExecEvent::Started { .. } | ExecEvent::Denied(_) => {}
         }
     }
     let result = finished.expect("Finished event");

@@ -233,6 +233,7 @@ fn write_denial(allow_with: String) -> Denial {
         rule: "not under any writable root".into(),
         allow_with,
         evidence: EvidenceKind::Text,
+        count: 1,
     }
 }
 

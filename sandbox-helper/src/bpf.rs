@@ -34,7 +34,8 @@
 //! # let _ = AUDIT_ARCH;
 //! ```
 
-use seccompiler::{sock_filter, BpfProgram};
+pub use seccompiler::sock_filter;
+use seccompiler::BpfProgram;
 
 use crate::error::SetupError;
 use crate::syscall_rules::{Arg, SyscallRule};
@@ -73,14 +74,44 @@ const LEAF: usize = 4;
 /// Compiles `rules` into one program (see the module docs). For each call the first rule whose
 /// conditions all hold decides its errno; a call no rule matches is allowed.
 pub fn compile(rules: &[SyscallRule]) -> Result<BpfProgram, SetupError> {
+    let answered: Vec<(&SyscallRule, u32)> =
+        rules.iter().map(|r| (r, errno_return(r.errno))).collect();
+    compile_answers(&answered)
+}
+
+/// The program of observer mode: the refusals of `rules` that return `EPERM` go to the
+/// observer (`SECCOMP_RET_USER_NOTIF`), which answers them with that errno (and, should it be
+/// gone, the kernel fails them with `ENOSYS`: a refusal never turns into an allowed call);
+/// other refusals stay in the kernel; then every call of `watched` that no refusal took is
+/// reported to the observer too, which lets it continue. The observer tells the two apart by
+/// running the program [`compile`] makes of `rules` (see [`evaluate`]).
+pub fn compile_observed(
+    rules: &[SyscallRule],
+    watched: &[SyscallRule],
+) -> Result<BpfProgram, SetupError> {
+    let refusals = rules.iter().map(|r| {
+        let answer = if r.errno == libc::EPERM {
+            libc::SECCOMP_RET_USER_NOTIF
+        } else {
+            errno_return(r.errno)
+        };
+        (r, answer)
+    });
+    let watches = watched.iter().map(|r| (r, libc::SECCOMP_RET_USER_NOTIF));
+    let answered: Vec<(&SyscallRule, u32)> = refusals.chain(watches).collect();
+    compile_answers(&answered)
+}
+
+/// The layout of the module docs over rules that each carry their filter return value.
+fn compile_answers(rules: &[(&SyscallRule, u32)]) -> Result<BpfProgram, SetupError> {
     let mut calls: Vec<Call> = Vec::new();
-    for r in rules {
+    for (r, _) in rules {
         let nr = nr32(r.nr)?;
         if !calls.iter().any(|c| c.nr == nr) {
             // The first rule decides when it has no condition: the answer is a constant, which
             // the search answers itself instead of jumping to a block.
-            let first = rules.iter().find(|x| x.nr == r.nr).unwrap_or(r);
-            let constant = first.when.is_empty().then_some(first.errno);
+            let first = rules.iter().find(|x| x.0.nr == r.nr);
+            let constant = first.and_then(|(f, answer)| f.when.is_empty().then_some(*answer));
             calls.push(Call { nr, constant });
         }
     }
@@ -107,7 +138,7 @@ pub fn compile(rules: &[SyscallRule]) -> Result<BpfProgram, SetupError> {
             continue;
         }
         block_at[i] = program.len();
-        let mine = rules.iter().filter(|r| nr32(r.nr).ok() == Some(call.nr));
+        let mine = rules.iter().filter(|r| nr32(r.0.nr).ok() == Some(call.nr));
         program.extend(block(mine)?);
     }
     // Resolve the long jumps of the search now that every block has its place.
@@ -133,7 +164,8 @@ pub fn compile(rules: &[SyscallRule]) -> Result<BpfProgram, SetupError> {
 #[derive(Debug, Clone, Copy)]
 struct Call {
     nr: u32,
-    constant: Option<i32>,
+    /// The filter return value when it does not depend on the arguments.
+    constant: Option<u32>,
 }
 
 /// A jump whose target is known only once the program is laid out.
@@ -177,7 +209,7 @@ fn errno_return(errno: i32) -> u32 {
 /// fits a short jump.
 fn search_len(calls: &[Call]) -> usize {
     if calls.len() <= LEAF {
-        let mut errnos: Vec<i32> = calls.iter().filter_map(|c| c.constant).collect();
+        let mut errnos: Vec<u32> = calls.iter().filter_map(|c| c.constant).collect();
         errnos.sort_unstable();
         errnos.dedup();
         let jumps: usize = calls
@@ -197,7 +229,7 @@ fn search_len(calls: &[Call]) -> usize {
 fn search(code: &mut Code, calls: &[Call], base: usize) -> Result<(), SetupError> {
     if calls.len() <= LEAF {
         // A leaf: constant answers jump to returns placed right after it.
-        let mut pending: Vec<(usize, i32)> = Vec::new();
+        let mut pending: Vec<(usize, u32)> = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             match call.constant {
                 Some(errno) => {
@@ -211,13 +243,13 @@ fn search(code: &mut Code, calls: &[Call], base: usize) -> Result<(), SetupError
             }
         }
         code.jump(Far::Allow);
-        let mut placed: Vec<(i32, usize)> = Vec::new();
+        let mut placed: Vec<(u32, usize)> = Vec::new();
         for &(at, errno) in &pending {
             let ret_at = match placed.iter().find(|(e, _)| *e == errno) {
                 Some(&(_, ret_at)) => ret_at,
                 None => {
                     let ret_at = code.code.len();
-                    code.ret(errno_return(errno));
+                    code.ret(errno);
                     placed.push((errno, ret_at));
                     ret_at
                 }
@@ -253,9 +285,11 @@ fn search(code: &mut Code, calls: &[Call], base: usize) -> Result<(), SetupError
 }
 
 /// One call's rules in order, then `return ALLOW`.
-fn block<'a>(rules: impl Iterator<Item = &'a SyscallRule>) -> Result<Vec<sock_filter>, SetupError> {
+fn block<'a, 'r: 'a>(
+    rules: impl Iterator<Item = &'a (&'r SyscallRule, u32)>,
+) -> Result<Vec<sock_filter>, SetupError> {
     let mut out = Vec::new();
-    for rule in rules {
+    for &(rule, answer) in rules {
         let checks = checks(&rule.when);
         // Every failing check skips to the instruction after this rule's return.
         let end = checks.len() + 1;
@@ -313,7 +347,7 @@ fn block<'a>(rules: impl Iterator<Item = &'a SyscallRule>) -> Result<Vec<sock_fi
             code: RET_K,
             jt: 0,
             jf: 0,
-            k: errno_return(rule.errno),
+            k: answer,
         });
     }
     out.push(sock_filter {
@@ -403,5 +437,139 @@ fn compile_error(message: String) -> SetupError {
         what: "compile",
         message,
         errno: None,
+    }
+}
+
+/// Runs `program` (one this module compiled) over a system call as seccomp would, and returns
+/// the filter's answer. The observer uses it to tell a call that the kernel filter refuses (to
+/// be answered with that errno) from one that is only watched: it runs exactly the program the
+/// helper built, so the two can never disagree. Anything outside the instructions this module
+/// emits, or a jump out of the program, answers `KILL_PROCESS`, which the observer treats as a
+/// refusal.
+pub fn evaluate(program: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+    let mut data = [0u8; 64];
+    data[0..4].copy_from_slice(&nr.to_ne_bytes());
+    data[4..8].copy_from_slice(&arch.to_ne_bytes());
+    for (i, a) in args.iter().enumerate() {
+        let at = ARGS_OFFSET as usize + 8 * i;
+        data[at..at + 8].copy_from_slice(&a.to_ne_bytes());
+    }
+    let (mut acc, mut pc) = (0u32, 0usize);
+    // Every jump goes forward, so the program ends within its length; the bound only guards
+    // against a malformed program.
+    for _ in 0..=program.len() {
+        let Some(insn) = program.get(pc) else {
+            break;
+        };
+        pc += 1;
+        match insn.code {
+            LD_W_ABS => {
+                let at = insn.k as usize;
+                match data
+                    .get(at..at + 4)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                {
+                    Some(word) => acc = u32::from_ne_bytes(word),
+                    None => break,
+                }
+            }
+            AND_K => acc &= insn.k,
+            JA => pc += insn.k as usize,
+            JEQ_K | JGE_K | JSET_K => {
+                let taken = match insn.code {
+                    JEQ_K => acc == insn.k,
+                    JGE_K => acc >= insn.k,
+                    _ => acc & insn.k != 0,
+                };
+                pc += usize::from(if taken { insn.jt } else { insn.jf });
+            }
+            RET_K => return insn.k,
+            _ => break,
+        }
+    }
+    libc::SECCOMP_RET_KILL_PROCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syscall_rules::{rules, Arg};
+
+    fn rule(nr: i64, when: Vec<Arg>, errno: i32) -> SyscallRule {
+        SyscallRule {
+            syscall: "test",
+            nr,
+            when,
+            errno,
+            reason: "test",
+        }
+    }
+
+    #[test]
+    fn observed_program_notifies_eperm_refusals_and_watches_keeps_other_errnos() {
+        let refused = [
+            rule(libc::SYS_ptrace, vec![], libc::EPERM),
+            rule(libc::SYS_clone3, vec![], libc::ENOSYS),
+            rule(libc::SYS_socket, vec![Arg::Ne32(0, 1)], libc::EPERM),
+        ];
+        let watched = [
+            rule(libc::SYS_openat, vec![Arg::AnyBits32(2, 3)], 0),
+            rule(libc::SYS_socket, vec![], 0),
+        ];
+        let observed = compile_observed(&refused, &watched).unwrap();
+        let plain = compile(&refused).unwrap();
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let nr = |n: i64| n as u32;
+        let run = |p: &[sock_filter], n: i64, args: [u64; 6]| evaluate(p, AUDIT_ARCH, nr(n), args);
+        assert_eq!(run(&observed, libc::SYS_ptrace, [0; 6]), notify);
+        assert_eq!(
+            run(&observed, libc::SYS_clone3, [0; 6]),
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+        );
+        assert_eq!(run(&observed, libc::SYS_openat, [0, 0, 1, 0, 0, 0]), notify);
+        assert_eq!(
+            run(&observed, libc::SYS_openat, [0; 6]),
+            libc::SECCOMP_RET_ALLOW
+        );
+        // socket(AF_UNIX) is watched, socket(AF_INET) refused: both notify, and the plain
+        // program tells them apart.
+        assert_eq!(run(&observed, libc::SYS_socket, [1, 0, 0, 0, 0, 0]), notify);
+        assert_eq!(run(&observed, libc::SYS_socket, [2, 0, 0, 0, 0, 0]), notify);
+        assert_eq!(
+            run(&plain, libc::SYS_socket, [1, 0, 0, 0, 0, 0]),
+            libc::SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            run(&plain, libc::SYS_socket, [2, 0, 0, 0, 0, 0]),
+            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32
+        );
+        assert_eq!(
+            evaluate(&plain, 0x4000_0003, 0, [0; 6]),
+            libc::SECCOMP_RET_KILL_PROCESS
+        );
+    }
+
+    #[test]
+    fn evaluate_agrees_with_compile_on_the_real_table() {
+        let policy = crate::policy::SandboxPolicy::from_json(
+            r#"{"version":1,"filesystem":{},"network":{"mode":"denied"},
+               "enforcement":{"missing_layer":"refuse","carve_outs":"refuse"}}"#,
+        )
+        .unwrap();
+        let table = rules(&policy);
+        let program = compile(&table).unwrap();
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        assert_eq!(
+            evaluate(&program, AUDIT_ARCH, libc::SYS_ptrace as u32, [0; 6]),
+            eperm
+        );
+        assert_eq!(
+            evaluate(&program, AUDIT_ARCH, libc::SYS_getpid as u32, [0; 6]),
+            libc::SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            evaluate(&[], AUDIT_ARCH, 0, [0; 6]),
+            libc::SECCOMP_RET_KILL_PROCESS
+        );
     }
 }

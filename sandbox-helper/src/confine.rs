@@ -100,6 +100,9 @@ pub struct Args {
     /// Descriptors the command inherits on purpose (`--pass-fd`); checked to be pipe or socket
     /// ends by [`Env::new`].
     pub pass_fds: Vec<RawFd>,
+    /// Observer mode (`--observe`): the seccomp filter reports to a listener handed to the
+    /// parent over the status socket ([`crate::observe`]).
+    pub observe: bool,
     policy: PolicySource,
     cwd: Option<PathBuf>,
     argv: Vec<OsString>,
@@ -113,12 +116,13 @@ enum PolicySource {
 
 impl Args {
     /// Parses `(--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] [--hold-fd N]
-    /// [--pass-fd N]... -- PROGRAM [ARGS...]` (`args` without the program name).
+    /// [--pass-fd N]... [--observe] -- PROGRAM [ARGS...]` (`args` without the program name).
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, SetupError> {
         let mut args = args.into_iter();
         let mut status_fd = None;
         let mut hold_fd = None;
         let mut pass_fds: Vec<RawFd> = Vec::new();
+        let mut observe = false;
         let mut policy = None;
         let mut cwd = None;
         let mut argv = Vec::new();
@@ -155,6 +159,7 @@ impl Args {
                     }
                     pass_fds.push(fd);
                 }
+                Some("--observe") => observe = true,
                 Some("--") => {
                     argv.extend(args.by_ref());
                     break;
@@ -180,10 +185,16 @@ impl Args {
         if hold_fd.is_some() && status_fd.is_none() {
             return Err(bad("--hold-fd needs a --status-fd to report on".into()));
         }
+        if observe && status_fd.is_none() {
+            return Err(bad(
+                "--observe needs a --status-fd (a unix socket) to hand the listener over".into(),
+            ));
+        }
         Ok(Args {
             status_fd,
             hold_fd,
             pass_fds,
+            observe,
             policy,
             cwd,
             argv,
@@ -237,7 +248,13 @@ pub struct Env {
     landlock_abi: u32,
     fs_plan: landlock_rules::FsPlan,
     downgrades: Vec<Downgrade>,
-    seccomp: BpfProgram,
+    seccomp: Seccomp,
+}
+
+/// The seccomp filter to install: refusals only, or observer mode's.
+enum Seccomp {
+    Plain(BpfProgram),
+    Observed(crate::observe::ObservedFilter),
 }
 
 /// How [`Env::run`] ends when it does not exec.
@@ -379,7 +396,11 @@ impl Env {
             Some(_) => syscall_rules::ProcessScope::IN_NAMESPACES,
             None => syscall_rules::ProcessScope::of_this_process(),
         };
-        let seccomp = syscall_rules::compile(&syscall_rules::rules_for(&policy, &scope))?;
+        let refusals = syscall_rules::rules_for(&policy, &scope);
+        let seccomp = match args.observe {
+            true => Seccomp::Observed(crate::observe::compile(&refusals, &policy)?),
+            false => Seccomp::Plain(syscall_rules::compile(&refusals)?),
+        };
         Ok(Env {
             fs_plan,
             policy,
@@ -454,7 +475,7 @@ impl Env {
             &self.fs_plan,
         )?);
         // Seccomp last among the restrictions, so that its filters need not allow what setup does.
-        syscall_rules::install(&self.seccomp)?;
+        self.install_seccomp()?;
         layers.push(Layer::Seccomp);
         // Markers: nothing above reads the environment.
         for (name, value) in self.policy.effective_markers() {
@@ -492,6 +513,20 @@ impl Env {
             status::send_fds(status, &tag, &borrowed).map_err(SetupError::Status)?;
         }
         Ok(())
+    }
+
+    /// Installs the filter; in observer mode also hands the listener to the parent (before
+    /// `execve`, the first watched call, so the parent is ready to answer it) and closes it.
+    fn install_seccomp(&self) -> Result<(), SetupError> {
+        match (&self.seccomp, self.status_fd()) {
+            (Seccomp::Plain(program), _) => syscall_rules::install(program),
+            (Seccomp::Observed(filter), Some(status)) => {
+                crate::observe::install_and_hand_over(filter, status)
+            }
+            (Seccomp::Observed(_), None) => Err(SetupError::Arguments(
+                "--observe needs a --status-fd".into(),
+            )),
+        }
     }
 
     /// What is in force: `layers`, plus what the namespace step found at run time.
@@ -554,11 +589,11 @@ pub fn report(status: Option<BorrowedFd<'_>>, record: &StatusRecord) -> io::Resu
             }
         }
         StatusRecord::SetupError { message, .. } => eprintln!("cordon-sandbox: {message}"),
-        // Descriptors need a status socket; without one there is nobody to hand them to.
-        StatusRecord::Fds { .. } => {}
         StatusRecord::ExecError {
             program, message, ..
         } => eprintln!("cordon-sandbox: {program}: {message}"),
+        // Only ever sent on a status socket: without one there is nobody to hand them to.
+        StatusRecord::Fds { .. } | StatusRecord::Observer { .. } => {}
     }
     Ok(())
 }

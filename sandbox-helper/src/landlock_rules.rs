@@ -454,6 +454,14 @@ pub fn apply(policy: &SandboxPolicy, abi: u32, plan: &FsPlan) -> Result<Vec<Laye
         }
     }
 
+    if abi >= 7 {
+        // ABI 7: the kernel audits this domain's denials after execve (the command's, which
+        // the parent may read as evidence: Landlock audit), not those of the helper itself.
+        created = created
+            .log_same_exec(false)
+            .and_then(|c| c.log_new_exec(true))
+            .map_err(ruleset_error("set the audit flags"))?;
+    }
     let status = created
         .restrict_self()
         .map_err(ruleset_error("restrict_self"))?;

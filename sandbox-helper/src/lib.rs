@@ -16,6 +16,7 @@ pub mod confine;
 pub mod error;
 pub mod landlock_rules;
 pub mod namespaces;
+pub mod observe;
 pub mod path_expansion;
 pub mod policy;
 pub mod process;

@@ -39,7 +39,9 @@ pub enum StatusRecord {
     /// Descriptors the helper hands to the parent, sent with this record's line in one
     /// `sendmsg` (`SCM_RIGHTS`): see [`send_fds`]. Comes before `confined`.
     Fds {
-        /// What they are for, e.g. [`TAG_PROXY`] or `host_port:5432`.
+        /// What they are for, e.g. [`TAG_PROXY`], `host_port:5432` or
+        /// [`TAG_SECCOMP_LISTENER`]. A reader that is not [`read_records_with_fds`] loses the
+        /// descriptors (the kernel closes what a plain `read` does not take).
         tag: String,
         /// How many came with the record.
         count: usize,
@@ -53,7 +55,18 @@ pub enum StatusRecord {
         /// The system's description of the errno.
         message: String,
     },
+    /// What the seccomp observer needs besides its listener: the program of the kernel
+    /// filter's refusals, as it would run without the observer (`code`, `jt`, `jf`, `k` per
+    /// instruction). A notification this program answers with an errno is a refused call,
+    /// answered with that errno; only one it allows may continue.
+    Observer {
+        /// The instructions.
+        refusals: Vec<[u32; 4]>,
+    },
 }
+
+/// [`StatusRecord::Fds`] tag of the seccomp user-notification listener.
+pub const TAG_SECCOMP_LISTENER: &str = "seccomp_listener";
 
 /// What the helper enforced, and what it could not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

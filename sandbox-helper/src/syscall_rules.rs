@@ -57,6 +57,22 @@ pub struct SyscallRule {
     pub reason: &'static str,
 }
 
+impl SyscallRule {
+    /// Whether every condition holds for a call with `args` (as the compiled filter checks
+    /// them: 32-bit conditions on the low word).
+    pub fn holds(&self, args: &[u64; 6]) -> bool {
+        let low = |i: u8| args[usize::from(i)] & 0xffff_ffff;
+        self.when.iter().all(|&a| match a {
+            Arg::Eq32(i, v) => low(i) == v,
+            Arg::Ne32(i, v) => low(i) != v,
+            Arg::Masked32(i, m, v) => low(i) & m == v,
+            Arg::Masked64(i, m, v) => args[usize::from(i)] & m == v,
+            Arg::NonZero64(i) => args[usize::from(i)] != 0,
+            Arg::AnyBits32(i, m) => low(i) & m != 0,
+        })
+    }
+}
+
 fn rule(
     syscall: &'static str,
     nr: i64,

@@ -338,6 +338,7 @@ fn denial(operation: Operation, target: &Path, v: Verdict) -> Denial {
         rule: v.rule,
         allow_with: v.allow_with,
         evidence: EvidenceKind::Text,
+        count: 1,
     }
 }
 
@@ -415,6 +416,7 @@ pub(crate) fn exec_record_denials(records: &[StatusRecord], access: &Access) -> 
                 let path = locate_program(program, access)?;
                 access.read_verdict(&path).map(|v| Denial {
                     evidence: EvidenceKind::HelperRecord,
+                    count: 1,
                     ..denial(Operation::FileExecute, &path, v)
                 })
             }

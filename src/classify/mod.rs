@@ -40,6 +40,8 @@
 //!     records: &[],
 //!     stdout: b"",
 //!     stderr: b"touch: cannot touch '/etc/motd.new': Permission denied\n",
+//!     kernel: None,
+//!     audit: None,
 //! };
 //! let denials = find_denials(&evidence);
 //! assert_eq!(denials.len(), 1);
@@ -68,7 +70,7 @@
 //! * hardening system calls (`ptrace`, `unshare` of a user namespace, io_uring, ...): no
 //!   profile allows them, and `allow_with` says so.
 
-mod access;
+pub(crate) mod access;
 mod files;
 mod network;
 mod result;
@@ -95,6 +97,8 @@ pub enum Operation {
     FileExecute,
     /// Creating a non-unix socket, resolving a name or connecting over the network.
     Network,
+    /// Connecting to or binding a TCP port outside the profile's port lists.
+    TcpPort,
     /// Reaching a named unix socket (docker, ssh-agent, D-Bus, ...).
     UnixSocket,
     /// A system call that the sandbox's hardening refuses whatever the profile says.
@@ -117,6 +121,34 @@ pub struct Denial {
     /// command's own output accordingly: the command could have printed it to ask for more.
     #[serde(default)]
     pub evidence: EvidenceKind,
+    /// How many attempts on this target were refused (denials of one operation and target are
+    /// merged). At least 1.
+    #[serde(default = "one")]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Denial {
+    /// A denial seen once.
+    pub fn new(
+        operation: Operation,
+        target: Option<String>,
+        rule: impl Into<String>,
+        allow_with: impl Into<String>,
+        evidence: EvidenceKind,
+    ) -> Denial {
+        Denial {
+            operation,
+            target,
+            rule: rule.into(),
+            allow_with: allow_with.into(),
+            evidence,
+            count: 1,
+        }
+    }
 }
 
 /// Where a denial was learnt, weakest first.
@@ -135,6 +167,11 @@ pub enum EvidenceKind {
     /// cordon's network proxy refused the connection itself (`network.mode = "proxy"`): the
     /// command asked for that host and port, whatever it printed.
     Proxy,
+    /// The seccomp observer saw the command attempt the call, with this target, and the
+    /// policy refuses it (the kernel's answer, not the command's words).
+    SeccompObserver,
+    /// Landlock's own audit record of the refusal (`AUDIT_LANDLOCK_ACCESS`).
+    LandlockAudit,
 }
 
 /// Everything known about one finished command.
@@ -159,6 +196,13 @@ pub struct Evidence<'a> {
     pub stdout: &'a [u8],
     /// What it printed on stderr.
     pub stderr: &'a [u8],
+    /// What a kernel source (the seccomp observer, Landlock's audit records) saw refused, when
+    /// one ran: then it is the evidence, and the command's text is not consulted at all.
+    pub kernel: Option<&'a [Denial]>,
+    /// Landlock's audit records of this run, when they could be read. They see only what
+    /// Landlock refused (not seccomp's refusals, not the mount layer's), so they confirm and
+    /// add to the other evidence but never rule a denial out.
+    pub audit: Option<&'a [Denial]>,
 }
 
 /// The layers that were in force: those of the `confined` record, or all of them when the
@@ -186,8 +230,16 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
     {
         return Vec::new();
     }
-    let ctx = text::Context::new(e);
     let access = access::Access::new(e.policy, e.cwd, e.records);
+    if let Some(kernel) = e.kernel {
+        // The kernel said what it refused; a message can add nothing but a forgery.
+        let mut found = kernel.to_vec();
+        if layer_in_force(e.records, Layer::LandlockFs) {
+            found.extend(files::exec_record_denials(e.records, &access));
+        }
+        return merge(with_audit(found, e.audit));
+    }
+    let ctx = text::Context::new(e);
     let mut found = Vec::new();
     if layer_in_force(e.records, Layer::LandlockFs) {
         found.extend(files::exec_record_denials(e.records, &access));
@@ -197,7 +249,44 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         found.extend(network::denials(e.policy, e.cwd, &ctx));
         found.extend(network::syscall_denials(e.policy, &ctx));
     }
-    dedupe(found)
+    merge(with_audit(dedupe(found), e.audit))
+}
+
+/// `found`, with each denial that an audit record confirms marked as known from it, and the
+/// audit's other denials added. A record of a creation names the directory; a denial of a
+/// file in it is the same refusal, and keeps its exact target.
+fn with_audit(mut found: Vec<Denial>, audit: Option<&[Denial]>) -> Vec<Denial> {
+    for a in audit.into_iter().flatten() {
+        let same = |d: &Denial| {
+            d.operation == a.operation
+                && match (&d.target, &a.target) {
+                    (Some(t), Some(at)) => t == at || Path::new(t).parent() == Some(Path::new(at)),
+                    (None, None) => true,
+                    _ => false,
+                }
+        };
+        match found.iter_mut().find(|d| same(d)) {
+            Some(d) => d.evidence = EvidenceKind::LandlockAudit,
+            None => found.push(a.clone()),
+        }
+    }
+    found
+}
+
+/// Denials of the same operation and target as one, their counts added, in a stable order.
+pub fn merge(found: Vec<Denial>) -> Vec<Denial> {
+    let mut out: Vec<Denial> = Vec::new();
+    for d in found {
+        match out
+            .iter_mut()
+            .find(|o| o.operation == d.operation && o.target == d.target)
+        {
+            Some(o) => o.count = o.count.saturating_add(d.count),
+            None => out.push(d),
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Keeps the first denial of each (operation, target), and drops a target-less denial when a

@@ -299,6 +299,7 @@ pub(crate) fn denials(policy: &SandboxPolicy, cwd: &Path, ctx: &Context) -> Vec<
             rule: "unix sockets denied".into(),
             allow_with: "--allow-unix-sockets".into(),
             evidence: EvidenceKind::Text,
+            count: 1,
         }];
     }
     if policy.network.mode.is_denied() {
@@ -308,6 +309,7 @@ pub(crate) fn denials(policy: &SandboxPolicy, cwd: &Path, ctx: &Context) -> Vec<
             rule: "network mode denied".into(),
             allow_with: "--network enabled".into(),
             evidence: EvidenceKind::Text,
+            count: 1,
         }];
     }
     // The network is on, so a socket call refused with EPERM can only be seccomp's refusal of
@@ -319,6 +321,7 @@ pub(crate) fn denials(policy: &SandboxPolicy, cwd: &Path, ctx: &Context) -> Vec<
             rule: "unix sockets denied".into(),
             allow_with: "--allow-unix-sockets".into(),
             evidence: EvidenceKind::Text,
+            count: 1,
         }];
     }
     Vec::new()
@@ -374,6 +377,7 @@ pub(crate) fn syscall_denials(policy: &SandboxPolicy, ctx: &Context) -> Vec<Deni
                 rule: format!("seccomp: {} refused", rule.syscall),
                 allow_with: format!("none: no profile allows it ({})", rule.reason),
                 evidence: EvidenceKind::Text,
+                count: 1,
             });
         }
     }

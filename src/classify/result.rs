@@ -1,7 +1,7 @@
 //! Classifying a finished run from the runtime: the bridge between [`crate::exec`] and
 //! [`find_denials`].
 
-use super::{dedupe, find_denials, Denial, Evidence, EvidenceKind};
+use super::{find_denials, merge, Denial, Evidence, EvidenceKind};
 use crate::exec::ExecResult;
 
 /// Turns the runtime's unclassified result into one whose outcome is `denied` when, and only
@@ -19,13 +19,15 @@ pub fn classify_result(result: ExecResult) -> ExecResult<Denial> {
                 records: &r.records,
                 stdout: &r.stdout.bytes,
                 stderr: &r.stderr.bytes,
+                kernel: r.kernel_denials.as_deref(),
+                audit: r.audit_denials.as_deref(),
             });
             // The proxy's own refusals first-hand: what the command asked for, not what it said.
             // A run that succeeded anyway is not denied (`classify` keeps its outcome).
             if r.exit_code != Some(0) {
                 found.extend(r.network_denials.iter().cloned());
             }
-            dedupe(found)
+            merge(found)
         }
     })
 }
@@ -41,6 +43,7 @@ impl std::fmt::Display for Denial {
             FileRead => "read of",
             FileExecute => "execution of",
             Network => "network access to",
+            TcpPort => "TCP port",
             UnixSocket => "connection to unix socket",
             Syscall => "system call",
         };
@@ -49,10 +52,16 @@ impl std::fmt::Display for Denial {
             EvidenceKind::Text => "from the command's output",
             EvidenceKind::HelperRecord => "from the helper's exec record",
             EvidenceKind::Proxy => "from cordon's proxy",
+            EvidenceKind::SeccompObserver => "seen by the seccomp observer",
+            EvidenceKind::LandlockAudit => "from Landlock's audit record",
+        };
+        let times = match self.count {
+            0 | 1 => String::new(),
+            n => format!(", {n} times"),
         };
         write!(
             f,
-            "denied {what} {target} ({}; allow with {}) ({known_from})",
+            "denied {what} {target} ({}; allow with {}) ({known_from}{times})",
             self.rule, self.allow_with
         )
     }

@@ -53,6 +53,8 @@ impl Case {
             records: &self.records,
             stdout: b"",
             stderr: self.stderr.as_bytes(),
+            kernel: None,
+            audit: None,
         })
     }
 
@@ -83,6 +85,7 @@ fn write_outside_writable_roots_is_a_denial_with_the_parent_as_fix() {
             rule: "not under any writable root".into(),
             allow_with: "--writable /etc".into(),
             evidence: EvidenceKind::Text,
+            count: 1,
         }]
     );
 }
@@ -334,6 +337,7 @@ fn denials_serialise_in_snake_case() {
         rule: "unix sockets denied".into(),
         allow_with: "--allow-unix-sockets".into(),
         evidence: EvidenceKind::Text,
+        count: 1,
     };
     let json = serde_json::to_string(&d).unwrap();
     assert!(json.contains("\"unix_socket\""), "{json}");

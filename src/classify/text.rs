@@ -331,6 +331,8 @@ mod tests {
             records: &[],
             stdout: b"",
             stderr: b"",
+            kernel: None,
+            audit: None,
         });
         let programs: Vec<&str> = ctx.commands.iter().map(Command::program).collect();
         assert_eq!(programs, vec!["bash", "bash", "getent"]);

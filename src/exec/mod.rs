@@ -241,6 +241,9 @@ pub struct ExecRequest {
     /// Memory, process, CPU-time and file-size bounds (see [`limits`]); the result's
     /// `limits` says what enforced each.
     pub limits: limits::Limits,
+    /// Run the seccomp observer (`Some(true)`), or not (`Some(false)`); `None` follows
+    /// [`crate::evidence::OBSERVER_ENV`] and then [`crate::evidence::OBSERVER_DEFAULT`].
+    pub observe: Option<bool>,
 }
 
 /// A function the supervisor calls with the receipt before the command runs.
@@ -301,6 +304,7 @@ impl ExecRequest {
             network: crate::network::NetworkOptions::default(),
             tty: None,
             limits: limits::Limits::default(),
+            observe: None,
         }
     }
 
@@ -371,6 +375,12 @@ impl ExecRequest {
         self
     }
 
+    /// Forces the seccomp observer on or off for this request (see [`ExecRequest::observe`]).
+    pub fn observe(mut self, on: bool) -> ExecRequest {
+        self.observe = Some(on);
+        self
+    }
+
     /// Uses `token` to cancel the run.
     pub fn cancel_token(mut self, token: CancellationToken) -> ExecRequest {
         self.cancel = token;
@@ -388,6 +398,11 @@ pub enum ExecEvent {
         /// The command as requested.
         argv: Vec<OsString>,
     },
+    /// The seccomp observer saw the command attempt something the policy refuses, as it
+    /// happened (once per operation and target; [`ExecResult::kernel_denials`] has the counts).
+    /// Whether it cost the command anything is known only at the end: the classified result
+    /// lists it as a denial only if the command failed.
+    Denied(crate::classify::Denial),
     /// Output as it was read.
     Output {
         /// Which stream.

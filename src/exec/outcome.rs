@@ -267,6 +267,14 @@ pub struct ExecResult<D = Unclassified> {
     pub network_denials: Vec<crate::classify::Denial>,
     /// Which mechanism enforced each requested resource limit.
     pub limits: Vec<super::limits::LimitReceipt>,
+    /// What the seccomp observer saw refused, merged by target, when it ran (`None` when no
+    /// kernel source of evidence was in force: the classifier then falls back to the text).
+    /// Raw evidence: whether these are the outcome's denials is the classifier's decision
+    /// (a command that succeeded was denied nothing it needed).
+    pub kernel_denials: Option<Vec<crate::classify::Denial>>,
+    /// What Landlock's audit records say it refused in this run, when they could be read
+    /// (`CAP_AUDIT_READ` and audit enabled; see [`crate::evidence`]).
+    pub audit_denials: Option<Vec<crate::classify::Denial>>,
 }
 
 impl<D> ExecResult<D> {
@@ -318,6 +326,8 @@ impl ExecResult<Unclassified> {
             events_dropped_bytes: self.events_dropped_bytes,
             network_denials: self.network_denials,
             limits: self.limits,
+            kernel_denials: self.kernel_denials,
+            audit_denials: self.audit_denials,
         }
     }
 }

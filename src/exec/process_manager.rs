@@ -338,6 +338,8 @@ impl ProcessManager {
                             state.transcript.push(&bytes);
                         }
                         ExecEvent::Finished(result) => state.result = Some(*result),
+                        // The result lists every denial; a live one changes nothing here.
+                        ExecEvent::Denied(_) => {}
                     }
                 }
                 sink.changed.send_modify(|n| *n += 1);

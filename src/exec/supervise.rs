@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cordon_sandbox::confine::describe_errno;
-use cordon_sandbox::status::{read_records_with_fds, StatusRecord};
+use cordon_sandbox::status::{read_records_with_fds, StatusRecord, TAG_SECCOMP_LISTENER};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -21,6 +21,7 @@ use super::limits::{LimitKind, LimitPlan, Limits};
 use super::outcome::{ExecResult, Outcome, ParentStep, SandboxMode, SetupStep, StreamKind};
 use super::supervisor_guard::guard_supervisor;
 use super::{Config, ExecEvent, ExecRequest, StdinSource};
+use crate::evidence::observer::{self, Observer};
 
 /// Size of one read from a pipe; the pipe buffer is 64 KiB by default.
 const READ_CHUNK: usize = 64 * 1024;
@@ -62,6 +63,8 @@ pub(super) async fn run(
         events_dropped_bytes: 0,
         network_denials: Vec::new(),
         limits: Vec::new(),
+        kernel_denials: None,
+        audit_denials: None,
     };
     let mut env = match validate(config, &request) {
         Ok(env) => env,
@@ -112,6 +115,11 @@ pub(super) async fn run(
         }
     };
     let mut command = tokio::process::Command::from(command);
+    // Before the spawn, so that no record of the run is missed.
+    let audit = request
+        .policy
+        .as_ref()
+        .and_then(|_| crate::evidence::audit::AuditListener::start());
     let spawned = command.spawn();
     // The parent's copies of the child's stdio (a PTY slave, a stdin pipe's read end) go with
     // the command, so a terminal hangs up when the command's last holder exits.
@@ -130,14 +138,21 @@ pub(super) async fn run(
     };
     let pid = child.id();
     result.pid = pid;
+    if let (Some(audit), Some(pid)) = (&audit, pid) {
+        audit.set_child(pid);
+    }
     let group = ProcessGroup::new(pid);
 
     // A blocking read is fine: the status pipe reaches end of file at the helper's execve or
     // exit, and the helper does neither fork nor wait on anything we control.
     let hook = request.on_confined.clone();
     let served = network.clone();
+    let watch = request.policy.clone().map(|policy| Watch {
+        policy,
+        events: events.clone(),
+    });
     let status_task = status_read.map(|(file, hold)| {
-        tokio::task::spawn_blocking(move || read_status(file, hold, hook, served))
+        tokio::task::spawn_blocking(move || read_status(file, hold, hook, served, watch))
     });
     let _stdin_task = match (&request.stdin, child.stdin.take()) {
         (StdinSource::Bytes(bytes), Some(mut pipe)) => {
@@ -243,14 +258,35 @@ pub(super) async fn run(
         Some(drained) => drained,
         None => drain_task.await.unwrap_or_default(),
     };
-    let records = match status_task {
+    let (records, observer) = match status_task {
         Some(task) => match tokio::time::timeout(config.grace, task).await {
-            Ok(Ok(records)) => Some(records),
-            Ok(Err(join)) => Some(Err(io::Error::other(join.to_string()))),
-            Err(_) => None,
+            Ok(Ok((records, observer))) => (Some(records), observer),
+            Ok(Err(join)) => (Some(Err(io::Error::other(join.to_string()))), None),
+            Err(_) => (None, None),
         },
-        None => None,
+        None => (None, None),
     };
+    if let (Some(audit), Some(policy)) = (audit, request.policy.clone()) {
+        let receipt = records
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|r| {
+                r.iter().find_map(|record| match record {
+                    StatusRecord::Confined(receipt) => Some(receipt.clone()),
+                    _ => None,
+                })
+            });
+        result.audit_denials =
+            tokio::task::spawn_blocking(move || audit.finish(&policy, receipt.as_ref()))
+                .await
+                .ok();
+    }
+    if let Some(observer) = observer {
+        // The group is dead: the thread sees its listener hang up, or stops at its next look.
+        result.kernel_denials = tokio::task::spawn_blocking(move || observer.finish())
+            .await
+            .ok();
+    }
 
     result.stdout = drained.stdout.finish();
     result.stderr = drained.stderr.finish();
@@ -324,39 +360,96 @@ fn limit_outcome(outcome: Outcome, limits: &Limits, plan: &LimitPlan) -> Outcome
     }
 }
 
+/// What the seccomp observer needs from the request, should the helper hand it a listener.
+struct Watch {
+    policy: cordon_sandbox::SandboxPolicy,
+    events: Option<mpsc::Sender<ExecEvent>>,
+}
+
 /// Reads the helper's records until `execve` or its exit. The `confined` record goes to `hook`
-/// first, and only then is `hold` closed, which lets a helper that waits on it go on.
+/// first; then, in observer mode, the observer starts on the listener that came before it;
+/// and only then is `hold` closed, which lets a helper that waits on it go on.
 fn read_status(
     file: std::fs::File,
     hold: Option<std::os::fd::OwnedFd>,
     hook: Option<super::ConfinedHook>,
     network: Option<Arc<crate::network::Service>>,
-) -> io::Result<Vec<StatusRecord>> {
+    watch: Option<Watch>,
+) -> (io::Result<Vec<StatusRecord>>, Option<Observer>) {
     let mut hold = hold;
-    let records = read_records_with_fds(std::os::fd::OwnedFd::from(file), |record, fds| {
-        if let (StatusRecord::Fds { tag, .. }, Some(network)) = (record, &network) {
-            network.serve(tag, fds);
-        }
-        // Without user namespaces, under `report`, the helper runs with the network denied
-        // instead: nothing is served, and published ports must not stay open on the host.
-        if let (StatusRecord::Confined(receipt), Some(network)) = (record, &network) {
-            if !receipt
-                .layers
-                .contains(&cordon_sandbox::status::Layer::NetNamespace)
-            {
-                network.stop();
+    let mut refusals = None;
+    let mut listener = None;
+    let mut observer = None;
+    let records = read_records_with_fds(std::os::fd::OwnedFd::from(file), |record, mut fds| {
+        match record {
+            StatusRecord::Observer { refusals: program } => {
+                refusals = Some(observer::refusal_program(program));
             }
-        }
-        if let (StatusRecord::Confined(receipt), Some(hook)) = (record, &hook) {
-            hook.call(receipt);
-        }
-        if matches!(record, StatusRecord::Confined(_)) {
-            hold = None;
+            StatusRecord::Fds { tag, .. } if tag == TAG_SECCOMP_LISTENER => {
+                listener = fds.pop();
+            }
+            StatusRecord::Fds { tag, .. } => {
+                if let Some(network) = &network {
+                    network.serve(tag, fds);
+                }
+            }
+            StatusRecord::Confined(receipt) => {
+                // Without user namespaces, under `report`, the helper runs with the network
+                // denied instead: nothing is served, and published ports must not stay open
+                // on the host.
+                if let Some(network) = &network {
+                    if !receipt
+                        .layers
+                        .contains(&cordon_sandbox::status::Layer::NetNamespace)
+                    {
+                        network.stop();
+                    }
+                }
+                if let Some(hook) = &hook {
+                    hook.call(receipt);
+                }
+                if let (Some(watch), Some(listener), Some(refusals)) =
+                    (&watch, listener.take(), refusals.take())
+                {
+                    observer = start_observer(listener, watch, receipt, refusals);
+                }
+                hold = None;
+            }
+            _ => {}
         }
     });
     // However reading ended (setup error, unreadable record), a held helper must not wait on.
     drop(hold);
-    records
+    (records, observer)
+}
+
+/// Starts the observer; a thread that cannot start leaves the listener closed, and the
+/// command's watched calls then fail (the kernel answers `ENOSYS`), refusals included.
+fn start_observer(
+    listener: std::os::fd::OwnedFd,
+    watch: &Watch,
+    receipt: &cordon_sandbox::status::ConfinementReceipt,
+    refusals: Vec<cordon_sandbox::bpf::sock_filter>,
+) -> Option<Observer> {
+    let judge = observer::Judge {
+        policy: watch.policy.clone(),
+        receipt: receipt.clone(),
+        refusals,
+    };
+    let events = watch.events.clone();
+    let started = Observer::start(listener, judge, move |denial| {
+        if let Some(tx) = &events {
+            // Never block the observer (the command waits on it): the result has them all.
+            let _ = tx.try_send(ExecEvent::Denied(denial.clone()));
+        }
+    });
+    match started {
+        Ok(observer) => Some(observer),
+        Err(e) => {
+            tracing::warn!("cannot start the seccomp observer: {e}");
+            None
+        }
+    }
 }
 
 /// Waits up to `limit` for the drain, storing its result; a `JoinHandle` must not be polled
@@ -430,18 +523,22 @@ fn build_command(
 ) -> io::Result<Built> {
     let (mut command, status, passed) = match (&request.policy, &config.helper) {
         (Some(policy), Some(helper)) => {
-            let launch = match request.on_confined {
-                Some(_) => {
-                    helper.command_held(policy, &request.cwd, &request.argv, &request.pass_fds)
-                }
-                None => {
-                    helper.command_with_fds(policy, &request.cwd, &request.argv, &request.pass_fds)
-                }
-            }
-            .map_err(|e| match e {
-                crate::helper::HelperError::Pipe(io) => io,
-                other => io::Error::other(other.to_string()),
-            })?;
+            let options = crate::helper::LaunchOptions {
+                held: request.on_confined.is_some(),
+                observe: crate::evidence::observer_wanted(request.observe),
+            };
+            let launch = helper
+                .command_with_options(
+                    policy,
+                    &request.cwd,
+                    &request.argv,
+                    &request.pass_fds,
+                    options,
+                )
+                .map_err(|e| match e {
+                    crate::helper::HelperError::Pipe(io) => io,
+                    other => io::Error::other(other.to_string()),
+                })?;
             (launch.command, Some(launch.status), Vec::new())
         }
         _ => {
@@ -637,7 +734,9 @@ fn decide(
                         message: message.clone(),
                     }
                 }
-                StatusRecord::Confined(_) | StatusRecord::Fds { .. } => {}
+                StatusRecord::Confined(_)
+                | StatusRecord::Fds { .. }
+                | StatusRecord::Observer { .. } => {}
             }
         }
         if result.receipt.is_none() {

@@ -311,6 +311,7 @@ impl Context {
             rule,
             allow_with,
             evidence: EvidenceKind::Proxy,
+            count: 1,
         };
         match self.denials.lock() {
             Ok(mut d) => d.push(denial),

@@ -1,0 +1,248 @@
+//! Observer mode: the seccomp filter reports the calls that the sandbox can refuse to a
+//! supervisor (the parent's seccomp observer), so that a denial is learnt from what the
+//! command really attempted, not from what it printed.
+//!
+//! One filter, one listener (the kernel allows one listener per filter chain):
+//!
+//! * the refusals of [`crate::syscall_rules`] that return `EPERM` notify instead, and the
+//!   observer answers them with `EPERM` after recording them (seccomp's precedence would
+//!   otherwise hide them from any notifier). A listener that is gone makes the kernel fail them
+//!   with `ENOSYS`, and a slow one only delays them: a refused call stays refused;
+//! * the calls of [`watched_rules`] (file creation, writing opens, removal, rename, link,
+//!   execution, connect, bind, addressed sendto) notify too, and the observer answers them
+//!   with `SECCOMP_USER_NOTIF_FLAG_CONTINUE`: Landlock still decides them in the kernel.
+//!
+//! The observer tells the two apart by running the refusal program itself (sent in the
+//! `observer` status record; [`crate::bpf::evaluate`]), never by a table of its own.
+//!
+//! The listener reaches the parent over the status socket and is closed here before `execve`:
+//! a command holding it could answer its own notifications.
+
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+
+use seccompiler::BpfProgram;
+
+use crate::error::SetupError;
+use crate::policy::SandboxPolicy;
+use crate::status::{self, StatusRecord, TAG_SECCOMP_LISTENER};
+use crate::syscall_rules::{Arg, SyscallRule};
+
+/// The flags with which an open can change a file: write access, creation, truncation, and
+/// `O_TMPFILE` (without the `O_DIRECTORY` bit it includes, which a plain directory open sets).
+const WRITING_OPEN_FLAGS: u64 = (libc::O_WRONLY
+    | libc::O_RDWR
+    | libc::O_CREAT
+    | libc::O_TRUNC
+    | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u64;
+
+/// Whether the policy restricts what may be read: then every open is watched, otherwise reads
+/// cannot be denied and only writing opens are (a read-only open is the commonest call of all).
+pub fn reads_restricted(policy: &SandboxPolicy) -> bool {
+    let fs = &policy.filesystem;
+    !fs.read.iter().any(|r| r.as_os_str() == "/") || !fs.deny_read.is_empty()
+}
+
+fn watch(syscall: &'static str, nr: i64, when: &[Arg], reason: &'static str) -> SyscallRule {
+    SyscallRule {
+        syscall,
+        nr,
+        when: when.to_vec(),
+        // Never an answer: watched calls are compiled only by `bpf::compile_observed`, which
+        // notifies for them; the observer lets them continue.
+        errno: 0,
+        reason,
+    }
+}
+
+/// The calls reported to the observer besides the refusals, each with why it is watched.
+pub fn watched_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
+    use libc::*;
+    let writes = WRITING_OPEN_FLAGS;
+    let all_opens = reads_restricted(policy);
+    let open_when = |flags: u8| -> Vec<Arg> {
+        if all_opens {
+            Vec::new()
+        } else {
+            vec![Arg::AnyBits32(flags, writes)]
+        }
+    };
+    let mut r = vec![
+        watch("openat", SYS_openat, &open_when(2),
+            "an open that writes, creates or truncates (or any open, when reads are restricted) is what Landlock refuses outside the roots"),
+        watch("mkdirat", SYS_mkdirat, &[], "creating a directory needs the parent's make_dir right"),
+        watch("mknodat", SYS_mknodat, &[], "creating a file, fifo or socket node needs the parent's make right"),
+        watch("symlinkat", SYS_symlinkat, &[], "creating a symlink needs the parent's make_sym right"),
+        watch("linkat", SYS_linkat, &[], "a hard link is a file created in the new parent"),
+        watch("unlinkat", SYS_unlinkat, &[], "removal needs the parent's remove right"),
+        watch("renameat", SYS_renameat, &[], "rename removes from one directory and creates in another"),
+        watch("renameat2", SYS_renameat2, &[], "rename removes from one directory and creates in another"),
+        watch("truncate", SYS_truncate, &[], "truncating by path needs Landlock's truncate right"),
+        watch("execve", SYS_execve, &[], "executing needs the execute right on the file"),
+        watch("execveat", SYS_execveat, &[], "executing needs the execute right on the file"),
+        watch("connect", SYS_connect, &[], "a connection's address says which host, port or socket the command wanted"),
+        watch("bind", SYS_bind, &[], "binding a port under port rules, or a socket path, is refused outside the rules"),
+        watch("sendto", SYS_sendto, &[Arg::NonZero64(4)], "a datagram's destination says which host or socket the command wanted"),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    r.extend([
+        watch("open", SYS_open, &open_when(1), "as openat"),
+        watch("creat", SYS_creat, &[], "creates or truncates a file"),
+        watch("mkdir", SYS_mkdir, &[], "as mkdirat"),
+        watch("mknod", SYS_mknod, &[], "as mknodat"),
+        watch("symlink", SYS_symlink, &[], "as symlinkat"),
+        watch("link", SYS_link, &[], "as linkat"),
+        watch("unlink", SYS_unlink, &[], "as unlinkat"),
+        watch("rmdir", SYS_rmdir, &[], "as unlinkat"),
+        watch("rename", SYS_rename, &[], "as renameat"),
+    ]);
+    r
+}
+
+/// The two programs of observer mode: the one to install, and the refusals alone for the
+/// observer to evaluate.
+pub struct ObservedFilter {
+    /// Refusals routed to the observer, then the watched calls ([`crate::bpf::compile_observed`]).
+    pub install: BpfProgram,
+    /// The plain refusal program: what the kernel filter would answer without the observer.
+    pub refusals: BpfProgram,
+}
+
+/// Compiles observer mode's programs from the refusal `rules` and `policy`'s watched calls.
+pub fn compile(
+    rules: &[SyscallRule],
+    policy: &SandboxPolicy,
+) -> Result<ObservedFilter, SetupError> {
+    Ok(ObservedFilter {
+        install: crate::bpf::compile_observed(rules, &watched_rules(policy))?,
+        refusals: crate::bpf::compile(rules)?,
+    })
+}
+
+/// Installs `filter` with a new listener, sends the listener and the refusal program over the
+/// status socket, and closes this process's copy of the listener. Needs `no_new_privs`.
+pub fn install_and_hand_over(
+    filter: &ObservedFilter,
+    status_socket: std::os::fd::BorrowedFd<'_>,
+) -> Result<(), SetupError> {
+    let listener = install_with_listener(&filter.install)?;
+    let refusals = filter
+        .refusals
+        .iter()
+        .map(|i| [u32::from(i.code), u32::from(i.jt), u32::from(i.jf), i.k])
+        .collect();
+    let handed = status::write_record(status_socket, &StatusRecord::Observer { refusals })
+        .and_then(|()| status::send_fds(status_socket, TAG_SECCOMP_LISTENER, &[listener.as_fd()]));
+    // Closed whatever happened: the command must never hold it.
+    drop(listener);
+    handed.map_err(|e| SetupError::Seccomp {
+        what: "hand the observer its listener",
+        errno: e.raw_os_error(),
+        message: format!("the status fd must be a unix socket in observer mode: {e}"),
+    })
+}
+
+fn install_with_listener(program: &BpfProgram) -> Result<OwnedFd, SetupError> {
+    let prog = libc::sock_fprog {
+        len: u16::try_from(program.len()).map_err(|_| SetupError::Seccomp {
+            what: "install",
+            errno: None,
+            message: "program too long".into(),
+        })?,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at `program`, alive for the call; the kernel copies it. The flag
+    // asks for a listener descriptor as the return value (close-on-exec, see seccomp(2)).
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(SetupError::Seccomp {
+            what: "install with a listener",
+            errno: err.raw_os_error(),
+            message: format!("seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER): {err}"),
+        });
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bpf::{evaluate, AUDIT_ARCH};
+
+    fn policy(read: &str, deny_read: &str) -> SandboxPolicy {
+        SandboxPolicy::from_json(&format!(
+            r#"{{"version":1,"filesystem":{{"read":[{read}],"write":["/w"],"deny_read":[{deny_read}]}},
+               "network":{{"mode":"denied"}},
+               "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn openat(program: &BpfProgram, flags: i32) -> u32 {
+        evaluate(
+            program,
+            AUDIT_ARCH,
+            libc::SYS_openat as u32,
+            [0, 0, flags as u64, 0, 0, 0],
+        )
+    }
+
+    #[test]
+    fn read_only_opens_stay_off_the_observer_unless_reads_are_restricted() {
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let everything = policy(r#""/""#, "");
+        let filter = compile(&crate::syscall_rules::rules(&everything), &everything).unwrap();
+        assert_eq!(
+            openat(&filter.install, libc::O_RDONLY | libc::O_CLOEXEC),
+            allow
+        );
+        assert_eq!(
+            openat(&filter.install, libc::O_RDONLY | libc::O_DIRECTORY),
+            allow
+        );
+        for flags in [
+            libc::O_WRONLY,
+            libc::O_RDWR,
+            libc::O_CREAT,
+            libc::O_TRUNC,
+            libc::O_TMPFILE,
+        ] {
+            assert_eq!(openat(&filter.install, flags), notify, "{flags:#x}");
+        }
+        // Restricted: a narrower read root, or a hidden path.
+        for restricted in [policy(r#""/usr""#, ""), policy(r#""/""#, r#""/root""#)] {
+            let filter = compile(&crate::syscall_rules::rules(&restricted), &restricted).unwrap();
+            assert_eq!(openat(&filter.install, libc::O_RDONLY), notify);
+        }
+        // The refusal program the observer evaluates lets every open through: opens are only
+        // watched, never refused by seccomp (except setuid creation).
+        assert_eq!(openat(&filter.refusals, libc::O_WRONLY), allow);
+    }
+
+    #[test]
+    fn every_watched_rule_has_a_reason_and_notifies() {
+        let p = policy(r#""/""#, "");
+        let filter = compile(&crate::syscall_rules::rules(&p), &p).unwrap();
+        for rule in watched_rules(&p) {
+            assert!(!rule.reason.is_empty(), "{}", rule.syscall);
+            let mut args = [0u64; 6];
+            if rule.syscall.starts_with("open") {
+                args[if rule.syscall == "open" { 1 } else { 2 }] = libc::O_WRONLY as u64;
+            }
+            if rule.syscall == "sendto" {
+                args[4] = 1;
+            }
+            let answer = evaluate(&filter.install, AUDIT_ARCH, rule.nr as u32, args);
+            assert_eq!(answer, libc::SECCOMP_RET_USER_NOTIF, "{}", rule.syscall);
+        }
+    }
+}

@@ -1,0 +1,861 @@
+//! The seccomp observer: a thread answering the notifications of the helper's observer-mode
+//! filter (see `cordon_sandbox::observe`).
+//!
+//! For each notification it reads the call's path or address out of the process
+//! (`/proc/PID/mem`, relative paths against `/proc/PID/cwd` or `/proc/PID/fd/DIRFD`), checks
+//! with `SECCOMP_IOCTL_NOTIF_ID_VALID` that the process it read is still the one waiting, and
+//! then answers:
+//!
+//! * a call the kernel filter refuses (the refusal program, run by
+//!   [`cordon_sandbox::bpf::evaluate`], answers it with an errno) gets that errno, never
+//!   `CONTINUE`; it is a denial of its target;
+//! * any other call gets `SECCOMP_USER_NOTIF_FLAG_CONTINUE`, and Landlock decides it in the
+//!   kernel; it is a denial when the policy refuses its target (evaluated like the kernel
+//!   would: symlinks resolved, an existing target for removal, an absent one for creation).
+//!
+//! Limits: another thread of the command can rewrite a path between the kernel's reading and
+//! ours, so a multi-threaded command can make the observer name a target it did not touch
+//! (it still gains nothing it was refused: the answer is the kernel filter's or Landlock's).
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use cordon_sandbox::bpf::sock_filter;
+use cordon_sandbox::policy::{SandboxPolicy, UnixSockets};
+use cordon_sandbox::status::{ConfinementReceipt, Layer, StatusRecord};
+use cordon_sandbox::syscall_rules::{self, SyscallRule};
+
+use crate::classify::access::Access;
+use crate::classify::{merge, Denial, EvidenceKind, Operation};
+
+/// How often the thread looks at its stop flag while no notification comes.
+const POLL_MS: libc::c_int = 100;
+/// The longest path read out of the process (`PATH_MAX`).
+const PATH_MAX: usize = 4096;
+
+/// A running observer.
+pub(crate) struct Observer {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<Denial>>,
+}
+
+/// What the observer judges by.
+pub(crate) struct Judge {
+    /// The policy the command runs under (as the helper enforces it).
+    pub policy: SandboxPolicy,
+    /// The helper's receipt: which layers are in force, which carve-outs are not.
+    pub receipt: ConfinementReceipt,
+    /// The kernel filter's refusals, as the helper compiled them.
+    pub refusals: Vec<sock_filter>,
+}
+
+impl Observer {
+    /// Starts the thread on `listener`. `on_new` is called with each denial the first time its
+    /// operation and target are seen.
+    pub fn start(
+        listener: OwnedFd,
+        judge: Judge,
+        on_new: impl Fn(&Denial) + Send + 'static,
+    ) -> io::Result<Observer> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("cordon-observer".into())
+            .spawn(move || observe(&listener, &judge, &stopping, &on_new))?;
+        Ok(Observer { stop, thread })
+    }
+
+    /// Stops the thread (once the command is gone) and returns what it saw, merged.
+    pub fn finish(self) -> Vec<Denial> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// The program the helper sent in its `observer` record.
+pub(crate) fn refusal_program(refusals: &[[u32; 4]]) -> Vec<sock_filter> {
+    refusals
+        .iter()
+        .map(|&[code, jt, jf, k]| sock_filter {
+            code: code as u16,
+            jt: jt as u8,
+            jf: jf as u8,
+            k,
+        })
+        .collect()
+}
+
+fn observe(
+    listener: &OwnedFd,
+    judge: &Judge,
+    stop: &AtomicBool,
+    on_new: &dyn Fn(&Denial),
+) -> Vec<Denial> {
+    let records = [StatusRecord::Confined(judge.receipt.clone())];
+    let access = Access::new(&judge.policy, Path::new("/"), &records);
+    let names = syscall_rules::rules(&judge.policy);
+    let ctx = Ctx {
+        judge,
+        access: &access,
+        names: &names,
+        mem: MemFiles::default(),
+    };
+    let mut seen: Vec<Denial> = Vec::new();
+    // Stopped once the run is over even if calls keep coming: a descendant that escaped the
+    // group must not keep the supervisor waiting (its calls then fail, see the module docs).
+    while !stop.load(Ordering::SeqCst) {
+        let mut poll = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for the duration of the call.
+        let ready = unsafe { libc::poll(&mut poll, 1, POLL_MS) };
+        if ready < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        if ready == 0 || poll.revents & libc::POLLIN == 0 {
+            // POLLHUP: every process under the filter is gone.
+            if poll.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+                break;
+            }
+            continue;
+        }
+        let Some(notif) = receive(listener) else {
+            continue;
+        };
+        let (denials, answer) = ctx.judge_call(listener, &notif);
+        // Recorded (and announced) before the answer, so that the event comes before
+        // anything the command does after the call.
+        for d in denials {
+            match seen
+                .iter_mut()
+                .find(|s| s.operation == d.operation && s.target == d.target)
+            {
+                Some(s) => s.count = s.count.saturating_add(1),
+                None => {
+                    on_new(&d);
+                    seen.push(d);
+                }
+            }
+        }
+        respond(listener, notif.id, answer);
+    }
+    merge(seen)
+}
+
+/// The answer to one notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// Let the kernel run it (Landlock still applies).
+    Continue,
+    /// Fail it with this errno.
+    Refuse(i32),
+}
+
+fn receive(listener: &OwnedFd) -> Option<libc::seccomp_notif> {
+    // SAFETY: seccomp_notif is plain data; the kernel requires it zeroed before RECV.
+    let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: RECV writes one seccomp_notif into `notif`, which is valid and writable.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &mut notif as *mut libc::seccomp_notif,
+        )
+    };
+    // ENOENT: the waiting process was killed between poll and receive.
+    (rc == 0).then_some(notif)
+}
+
+fn respond(listener: &OwnedFd, id: u64, answer: Answer) {
+    let (error, flags) = match answer {
+        Answer::Continue => (0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+        Answer::Refuse(errno) => (-errno, 0),
+    };
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error,
+        flags,
+    };
+    // SAFETY: SEND reads one seccomp_notif_resp from `resp`, valid for the call. It fails with
+    // ENOENT when the process died meanwhile, which needs no handling.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &mut resp as *mut libc::seccomp_notif_resp,
+        );
+    }
+}
+
+/// Whether notification `id` still waits: the process whose memory was read is the one that
+/// made the call, not a new one with a recycled pid.
+fn still_waiting(listener: &OwnedFd, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: ID_VALID reads one u64 from `id`, valid for the call.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &mut id as *mut u64,
+        ) == 0
+    }
+}
+
+/// A call's target, read out of the waiting process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    /// An open: the path, the flags.
+    Open(PathBuf, u64),
+    /// Creating this entry (mkdir, mknod, symlink, link, bind of a socket path).
+    Create(PathBuf),
+    /// Removing it.
+    Remove(PathBuf),
+    /// Renaming the first to the second.
+    Rename(PathBuf, PathBuf),
+    /// Truncating it by path.
+    Truncate(PathBuf),
+    /// Executing it.
+    Exec(PathBuf),
+    /// `connect`, `bind` or `sendto` on socket `fd` with this address.
+    Address(SocketCall, RawFd, Address),
+    /// Nothing to read (or it could not be read).
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SocketCall {
+    Connect,
+    Bind,
+    SendTo,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Address {
+    /// A path socket (`/run/x.sock`) or an abstract one (`@name`).
+    Unix(String),
+    /// An inet or inet6 address, as `host:port` (`[::1]:80` for inet6), and the port.
+    Inet(String, u16),
+    Other,
+}
+
+struct Ctx<'a> {
+    judge: &'a Judge,
+    access: &'a Access<'a>,
+    names: &'a [SyscallRule],
+    mem: MemFiles,
+}
+
+impl Ctx<'_> {
+    /// Reads the call's target, decides the answer, and says what was denied.
+    fn judge_call(&self, listener: &OwnedFd, notif: &libc::seccomp_notif) -> (Vec<Denial>, Answer) {
+        let data = notif.data;
+        let verdict = cordon_sandbox::bpf::evaluate(
+            &self.judge.refusals,
+            data.arch,
+            data.nr as u32,
+            data.args,
+        );
+        let refused = if verdict == libc::SECCOMP_RET_ALLOW {
+            None
+        } else if verdict & libc::SECCOMP_RET_ACTION_FULL == libc::SECCOMP_RET_ERRNO {
+            Some((verdict & libc::SECCOMP_RET_DATA) as i32)
+        } else {
+            // The refusal program kills or traps: not a call to let through.
+            Some(libc::EPERM)
+        };
+        let process = Process {
+            pid: notif.pid,
+            mem: &self.mem,
+        };
+        let target = process.target(i64::from(data.nr), &data.args);
+        // Checked after reading and before judging: what was read belongs to this call.
+        if !still_waiting(listener, notif.id) {
+            return (Vec::new(), refused.map_or(Answer::Continue, Answer::Refuse));
+        }
+        match refused {
+            Some(errno) => (
+                self.refused_call(&process, i64::from(data.nr), &data.args, &target),
+                Answer::Refuse(errno),
+            ),
+            None => (self.watched_call(&process, &target), Answer::Continue),
+        }
+    }
+
+    fn rule_for(&self, nr: i64, args: &[u64; 6]) -> Option<&SyscallRule> {
+        let mine = || self.names.iter().filter(move |r| r.nr == nr);
+        mine().find(|r| r.holds(args)).or_else(|| mine().next())
+    }
+
+    /// A call the kernel filter refuses: a denial of its socket target, or of the call.
+    fn refused_call(
+        &self,
+        _process: &Process,
+        nr: i64,
+        args: &[u64; 6],
+        target: &Target,
+    ) -> Vec<Denial> {
+        let rule = self.rule_for(nr, args);
+        let name = rule.map_or("unknown", |r| r.syscall);
+        let reason = rule.map_or("refused by the seccomp filter", |r| r.reason);
+        let seen = EvidenceKind::SeccompObserver;
+        let unix_denied = self.judge.policy.network.unix_sockets == UnixSockets::Deny;
+        if let Target::Address(_, _, address) = target {
+            return match address {
+                // A path that is no socket would have failed anyway: not a denial.
+                Address::Unix(path) if !path.starts_with('@') && !is_socket(Path::new(path)) => {
+                    Vec::new()
+                }
+                Address::Unix(path) if unix_denied => vec![Denial::new(
+                    Operation::UnixSocket,
+                    Some(path.clone()),
+                    format!("unix sockets denied ({name}: {reason})"),
+                    "--allow-unix-sockets",
+                    seen,
+                )],
+                Address::Inet(hostport, _) => vec![Denial::new(
+                    Operation::Network,
+                    Some(hostport.clone()),
+                    format!(
+                        "network mode {} ({name}: {reason})",
+                        self.judge.policy.network.mode.name()
+                    ),
+                    "--network enabled",
+                    seen,
+                )],
+                _ => vec![syscall_denial(name, reason)],
+            };
+        }
+        let family = args[0] as i32;
+        match name {
+            "socket" if family == libc::AF_UNIX && unix_denied => vec![Denial::new(
+                Operation::UnixSocket,
+                None,
+                format!("unix sockets denied ({reason})"),
+                "--allow-unix-sockets",
+                seen,
+            )],
+            "socket"
+                if matches!(family, libc::AF_INET | libc::AF_INET6)
+                    && self.judge.policy.network.mode.is_denied() =>
+            {
+                vec![Denial::new(
+                    Operation::Network,
+                    None,
+                    format!("network mode denied ({reason})"),
+                    "--network enabled",
+                    seen,
+                )]
+            }
+            "listen" if unix_denied => vec![Denial::new(
+                Operation::UnixSocket,
+                None,
+                format!("unix sockets denied ({reason})"),
+                "--allow-unix-sockets",
+                seen,
+            )],
+            _ => vec![syscall_denial(name, reason)],
+        }
+    }
+
+    /// A call let through to Landlock: a denial when the policy refuses its target.
+    fn watched_call(&self, process: &Process, target: &Target) -> Vec<Denial> {
+        let layers = &self.judge.receipt.layers;
+        let files = layers.contains(&Layer::LandlockFs);
+        let seen = EvidenceKind::SeccompObserver;
+        let write = |path: &Path| -> Option<Denial> {
+            let v = self.access.write_verdict(path)?;
+            Some(Denial::new(
+                Operation::FileWrite,
+                Some(display(path)),
+                v.rule,
+                v.allow_with,
+                seen,
+            ))
+        };
+        // Removing or renaming an entry is a right on the directory that holds it, even when
+        // the entry is itself a directory (a grant of the directory alone would not do).
+        let remove = |path: &Path| -> Option<Denial> {
+            let mut d = write(path)?;
+            if d.allow_with.starts_with("--writable ") {
+                if let Some(parent) = path.parent() {
+                    d.allow_with = format!("--writable {}", parent.display());
+                }
+            }
+            Some(d)
+        };
+        let read = |op: Operation, path: &Path| -> Option<Denial> {
+            let v = self.access.read_verdict(path)?;
+            Some(Denial::new(
+                op,
+                Some(display(path)),
+                v.rule,
+                v.allow_with,
+                seen,
+            ))
+        };
+        let resolve = |p: &Path, follow: bool| self.access.resolve(&p.to_string_lossy(), follow);
+        if self.plainly_allowed(target) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        match target {
+            Target::Open(path, flags) if files => {
+                let flags = *flags as i32;
+                let follow = flags & libc::O_NOFOLLOW == 0;
+                let path = resolve(path, follow);
+                let writes = flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) != 0;
+                let creates = flags & libc::O_CREAT != 0 || is_tmpfile(flags);
+                let exists = path.symlink_metadata().is_ok();
+                if exists && flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {
+                    // EEXIST comes before any permission check.
+                } else if exists && (writes || is_tmpfile(flags)) {
+                    out.extend(write(&path));
+                } else if exists {
+                    out.extend(read(Operation::FileRead, &path));
+                } else if creates && parent_exists(&path) {
+                    out.extend(write(&path));
+                }
+            }
+            Target::Create(path) if files => {
+                let path = resolve(path, false);
+                if path.symlink_metadata().is_err() && parent_exists(&path) {
+                    out.extend(write(&path));
+                }
+            }
+            Target::Remove(path) if files => {
+                let path = resolve(path, false);
+                if path.symlink_metadata().is_ok() {
+                    out.extend(remove(&path));
+                }
+            }
+            Target::Rename(from, to) if files => {
+                let from = resolve(from, false);
+                let to = resolve(to, false);
+                if from.symlink_metadata().is_ok() && parent_exists(&to) {
+                    out.extend(remove(&from));
+                    out.extend(if to.symlink_metadata().is_ok() {
+                        remove(&to)
+                    } else {
+                        write(&to)
+                    });
+                }
+            }
+            Target::Truncate(path) if files => {
+                let path = resolve(path, true);
+                if path.exists() {
+                    out.extend(write(&path));
+                }
+            }
+            Target::Exec(path) if files => {
+                let path = resolve(path, true);
+                if path.is_file() {
+                    out.extend(read(Operation::FileExecute, &path));
+                }
+            }
+            Target::Address(call, fd, address) => {
+                out.extend(self.address_denial(process, *call, *fd, address));
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// Whether every path of `target` lies plainly inside a root that allows what the call
+    /// does: lexically beneath the root, with no `..`, no carve-out on the way and no symbolic
+    /// link below the root (roots are canonical, so nothing above can redirect it). The
+    /// common case of a build writing its own tree then costs a few `lstat`s, not a full walk.
+    fn plainly_allowed(&self, target: &Target) -> bool {
+        let fs = &self.judge.policy.filesystem;
+        let writable: Vec<&Path> = fs.write.iter().map(PathBuf::as_path).collect();
+        let readable: Vec<&Path> = fs
+            .read
+            .iter()
+            .chain(&fs.write)
+            .map(PathBuf::as_path)
+            .collect();
+        let writes = |flags: u64| {
+            let flags = flags as i32;
+            flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) != 0
+                || is_tmpfile(flags)
+        };
+        match target {
+            Target::Open(path, flags) => {
+                let follow = (*flags as i32) & libc::O_NOFOLLOW == 0;
+                let roots = if writes(*flags) { &writable } else { &readable };
+                self.plainly_inside(path, roots, follow)
+            }
+            Target::Create(path) | Target::Remove(path) => {
+                self.plainly_inside(path, &writable, false)
+            }
+            Target::Truncate(path) => self.plainly_inside(path, &writable, true),
+            Target::Rename(from, to) => {
+                self.plainly_inside(from, &writable, false)
+                    && self.plainly_inside(to, &writable, false)
+            }
+            Target::Exec(path) => self.plainly_inside(path, &readable, true),
+            _ => false,
+        }
+    }
+
+    fn plainly_inside(&self, path: &Path, roots: &[&Path], follow_last: bool) -> bool {
+        use std::path::Component;
+        let fs = &self.judge.policy.filesystem;
+        if path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+        {
+            return false;
+        }
+        let Some(root) = roots.iter().find(|r| path.starts_with(r)) else {
+            return false;
+        };
+        let carved = fs
+            .read_only
+            .iter()
+            .chain(&fs.deny_read)
+            .any(|c| path.starts_with(c));
+        if carved || cordon_sandbox::landlock_rules::excluded_from_roots(&self.judge.policy, path) {
+            return false;
+        }
+        let Ok(below) = path.strip_prefix(root) else {
+            return false;
+        };
+        let mut at = root.to_path_buf();
+        let mut parts = below.components().peekable();
+        while let Some(part) = parts.next() {
+            at.push(part);
+            let last = parts.peek().is_none();
+            if last && !follow_last {
+                break;
+            }
+            match at.symlink_metadata() {
+                Ok(meta) if meta.file_type().is_symlink() => return false,
+                Ok(_) => {}
+                // Nothing below a missing component can be a link.
+                Err(_) => break,
+            }
+        }
+        true
+    }
+
+    /// A TCP connect or bind outside the port lists (Landlock's port rules refuse it), or the
+    /// bind of a socket path where files may not be created.
+    fn address_denial(
+        &self,
+        process: &Process,
+        call: SocketCall,
+        fd: RawFd,
+        address: &Address,
+    ) -> Option<Denial> {
+        let net = &self.judge.policy.network;
+        let seen = EvidenceKind::SeccompObserver;
+        match (call, address) {
+            (SocketCall::Bind, Address::Unix(path))
+                if !path.starts_with('@')
+                    && self.judge.receipt.layers.contains(&Layer::LandlockFs) =>
+            {
+                let path = self.access.resolve(path, false);
+                if path.symlink_metadata().is_ok() || !parent_exists(&path) {
+                    return None;
+                }
+                let v = self.access.write_verdict(&path)?;
+                Some(Denial::new(
+                    Operation::FileWrite,
+                    Some(display(&path)),
+                    v.rule,
+                    v.allow_with,
+                    seen,
+                ))
+            }
+            (SocketCall::Connect | SocketCall::Bind, Address::Inet(hostport, port))
+                if self.judge.receipt.layers.contains(&Layer::LandlockNet) =>
+            {
+                let (list, field) = match call {
+                    SocketCall::Connect => (net.tcp_connect.as_ref()?, "tcp_connect"),
+                    _ => (net.tcp_bind.as_ref()?, "tcp_bind"),
+                };
+                // Port 0 asks for an ephemeral port, which Landlock checks as port 0 on bind.
+                if list.contains(port) || !process.is_tcp_socket(fd) {
+                    return None;
+                }
+                Some(Denial::new(
+                    Operation::TcpPort,
+                    Some(hostport.clone()),
+                    format!("TCP port {port} is not in network.{field}"),
+                    format!("add {port} to network.{field}"),
+                    seen,
+                ))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn syscall_denial(name: &str, reason: &str) -> Denial {
+    Denial::new(
+        Operation::Syscall,
+        Some(name.to_owned()),
+        format!("seccomp: {name} refused"),
+        format!("none: no profile allows it ({reason})"),
+        EvidenceKind::SeccompObserver,
+    )
+}
+
+fn is_tmpfile(flags: i32) -> bool {
+    flags & libc::O_TMPFILE == libc::O_TMPFILE
+}
+
+fn parent_exists(path: &Path) -> bool {
+    path.parent().is_some_and(|p| p.is_dir())
+}
+
+fn is_socket(path: &Path) -> bool {
+    path.metadata().is_ok_and(|m| m.file_type().is_socket())
+}
+
+fn display(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// The process that made a call, seen through `/proc`.
+struct Process<'m> {
+    pid: u32,
+    mem: &'m MemFiles,
+}
+
+/// Open `/proc/PID/mem` files, kept between calls of the same process: opening one is most
+/// of the cost of reading a path. A file kept after its process died reads nothing (it is
+/// bound to the old address space, never to a new process with the same pid), and is then
+/// opened afresh.
+#[derive(Default)]
+struct MemFiles {
+    open: std::cell::RefCell<Vec<(u32, std::rc::Rc<File>)>>,
+}
+
+/// How many processes' memory files are kept open at once.
+const MEM_FILES_KEPT: usize = 32;
+
+impl MemFiles {
+    fn get(&self, pid: u32, fresh: bool) -> Option<std::rc::Rc<File>> {
+        let mut open = self.open.borrow_mut();
+        if let Some(i) = open.iter().position(|(p, _)| *p == pid) {
+            if !fresh {
+                return Some(std::rc::Rc::clone(&open[i].1));
+            }
+            open.remove(i);
+        }
+        let file = std::rc::Rc::new(File::open(format!("/proc/{pid}/mem")).ok()?);
+        if open.len() >= MEM_FILES_KEPT {
+            open.remove(0);
+        }
+        open.push((pid, std::rc::Rc::clone(&file)));
+        Some(file)
+    }
+}
+
+impl Process<'_> {
+    /// The target of call `nr` with `args`, for the calls the observer is told about.
+    // libc names the call numbers in lower case.
+    #[allow(non_upper_case_globals)]
+    fn target(&self, nr: i64, args: &[u64; 6]) -> Target {
+        let path = |dirfd: Option<u64>, arg: u64| self.path(dirfd.map(|d| d as i32), arg);
+        let attempt = || -> Option<Target> {
+            use libc::*;
+            Some(match nr {
+                SYS_openat => Target::Open(path(Some(args[0]), args[1])?, args[2]),
+                SYS_mkdirat | SYS_mknodat => Target::Create(path(Some(args[0]), args[1])?),
+                SYS_symlinkat => Target::Create(path(Some(args[1]), args[2])?),
+                SYS_linkat => Target::Create(path(Some(args[2]), args[3])?),
+                SYS_unlinkat => Target::Remove(path(Some(args[0]), args[1])?),
+                SYS_renameat | SYS_renameat2 => {
+                    Target::Rename(path(Some(args[0]), args[1])?, path(Some(args[2]), args[3])?)
+                }
+                SYS_truncate => Target::Truncate(path(None, args[0])?),
+                SYS_execve => Target::Exec(path(None, args[0])?),
+                SYS_execveat => Target::Exec(path(Some(args[0]), args[1])?),
+                SYS_connect => Target::Address(
+                    SocketCall::Connect,
+                    args[0] as i32,
+                    self.address(args[1], args[2])?,
+                ),
+                SYS_bind => Target::Address(
+                    SocketCall::Bind,
+                    args[0] as i32,
+                    self.address(args[1], args[2])?,
+                ),
+                SYS_sendto if args[4] != 0 => Target::Address(
+                    SocketCall::SendTo,
+                    args[0] as i32,
+                    self.address(args[4], args[5])?,
+                ),
+                #[cfg(target_arch = "x86_64")]
+                SYS_open => Target::Open(path(None, args[0])?, args[1]),
+                #[cfg(target_arch = "x86_64")]
+                SYS_creat => {
+                    Target::Open(path(None, args[0])?, (O_CREAT | O_WRONLY | O_TRUNC) as u64)
+                }
+                #[cfg(target_arch = "x86_64")]
+                SYS_mkdir | SYS_mknod => Target::Create(path(None, args[0])?),
+                #[cfg(target_arch = "x86_64")]
+                SYS_symlink | SYS_link => Target::Create(path(None, args[1])?),
+                #[cfg(target_arch = "x86_64")]
+                SYS_unlink | SYS_rmdir => Target::Remove(path(None, args[0])?),
+                #[cfg(target_arch = "x86_64")]
+                SYS_rename => Target::Rename(path(None, args[0])?, path(None, args[1])?),
+                _ => return None,
+            })
+        };
+        attempt().unwrap_or(Target::None)
+    }
+
+    /// The absolute path the call names: `arg` is a pointer to a NUL-terminated path,
+    /// relative to directory descriptor `dirfd` (`None` or `AT_FDCWD`: the cwd).
+    fn path(&self, dirfd: Option<i32>, arg: u64) -> Option<PathBuf> {
+        let raw = self.read_string(arg)?;
+        if raw.is_empty() {
+            return None;
+        }
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(&raw));
+        if path.is_absolute() {
+            return Some(path);
+        }
+        let base = match dirfd {
+            None | Some(libc::AT_FDCWD) => format!("/proc/{}/cwd", self.pid),
+            Some(fd) => format!("/proc/{}/fd/{fd}", self.pid),
+        };
+        let base = std::fs::read_link(base).ok()?;
+        Some(base.join(path))
+    }
+
+    /// Reads `buf.len()` bytes at `addr` (fewer at the end of a mapping), through a kept
+    /// memory file when there is one that still reads.
+    fn read_at(&self, buf: &mut [u8], addr: u64) -> Option<usize> {
+        for fresh in [false, true] {
+            if let Some(n) = self
+                .mem
+                .get(self.pid, fresh)
+                .and_then(|f| f.read_at(buf, addr).ok())
+            {
+                if n > 0 {
+                    return Some(n);
+                }
+            }
+        }
+        None
+    }
+
+    /// A NUL-terminated string at `addr`, read a page at a time so that a string ending just
+    /// before an unmapped page is still read.
+    fn read_string(&self, addr: u64) -> Option<Vec<u8>> {
+        const PAGE: u64 = 4096;
+        let mut out = Vec::new();
+        let mut at = addr;
+        while out.len() < PATH_MAX {
+            let room = (PAGE - at % PAGE) as usize;
+            let mut buf = vec![0u8; room.min(PATH_MAX - out.len())];
+            let n = self.read_at(&mut buf, at)?;
+            if let Some(end) = buf[..n].iter().position(|&b| b == 0) {
+                out.extend_from_slice(&buf[..end]);
+                return Some(out);
+            }
+            out.extend_from_slice(&buf[..n]);
+            at += n as u64;
+        }
+        None
+    }
+
+    /// The socket address at `addr`, `len` bytes long.
+    fn address(&self, addr: u64, len: u64) -> Option<Address> {
+        let len = usize::try_from(len)
+            .ok()?
+            .min(std::mem::size_of::<libc::sockaddr_storage>());
+        if len < 2 {
+            return None;
+        }
+        let mut buf = vec![0u8; len];
+        let n = self.read_at(&mut buf, addr)?;
+        buf.truncate(n);
+        let family = i32::from(u16::from_ne_bytes([*buf.first()?, *buf.get(1)?]));
+        let be16 = |at: usize| Some(u16::from_be_bytes([*buf.get(at)?, *buf.get(at + 1)?]));
+        Some(match family {
+            libc::AF_UNIX => {
+                let name = &buf[2..];
+                if name.first() == Some(&0) {
+                    Address::Unix(format!("@{}", String::from_utf8_lossy(&name[1..])))
+                } else {
+                    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                    let path = PathBuf::from(std::ffi::OsStr::from_bytes(&name[..end]));
+                    let path = if path.is_absolute() {
+                        path
+                    } else {
+                        std::fs::read_link(format!("/proc/{}/cwd", self.pid))
+                            .ok()?
+                            .join(path)
+                    };
+                    Address::Unix(display(&path))
+                }
+            }
+            libc::AF_INET => {
+                let port = be16(2)?;
+                let ip =
+                    std::net::Ipv4Addr::new(*buf.get(4)?, *buf.get(5)?, *buf.get(6)?, *buf.get(7)?);
+                Address::Inet(format!("{ip}:{port}"), port)
+            }
+            libc::AF_INET6 => {
+                let port = be16(2)?;
+                let octets: [u8; 16] = buf.get(8..24)?.try_into().ok()?;
+                let ip = std::net::Ipv6Addr::from(octets);
+                Address::Inet(format!("[{ip}]:{port}"), port)
+            }
+            _ => Address::Other,
+        })
+    }
+
+    /// Whether the process's descriptor `fd` is a TCP socket (Landlock's port rules govern
+    /// only those): a copy is taken with `pidfd_getfd` and asked for its protocol.
+    fn is_tcp_socket(&self, fd: RawFd) -> bool {
+        let Ok(pid) = libc::pid_t::try_from(self.pid) else {
+            return false;
+        };
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if pidfd < 0 {
+            return false;
+        }
+        // SAFETY: a new descriptor owned by nobody else.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+        // SAFETY: pidfd_getfd copies the target's descriptor into this process.
+        let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+        if copy < 0 {
+            return false;
+        }
+        // SAFETY: as above.
+        let copy = unsafe { OwnedFd::from_raw_fd(copy as i32) };
+        let mut protocol: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes one int into `protocol`, whose size `len` says.
+        let rc = unsafe {
+            libc::getsockopt(
+                copy.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PROTOCOL,
+                (&mut protocol as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        rc == 0 && protocol == libc::IPPROTO_TCP
+    }
+}

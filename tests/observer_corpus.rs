@@ -1,0 +1,210 @@
+//! A labelled corpus of real tools run live under the seccomp observer: compilers, archivers,
+//! databases, key tools, build tools, interpreters, a static binary, a daemon over a unix
+//! socket and TCP port rules, each attempting something the profile refuses (or, in the
+//! harmless cases, failing for a reason of its own). The observer's denials must be exactly
+//! the labels: precision and recall 1.0, with the exact target.
+//!
+//! Labels were written from what each tool does (the file it creates, the socket it reaches),
+//! not from what the observer said; `@OUT@` is a directory outside every writable root.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::os::unix::net::UnixListener;
+
+use common::Tree;
+
+struct Case {
+    name: &'static str,
+    script: String,
+    /// Extra `cordon run` arguments (before `--`).
+    flags: Vec<String>,
+    /// (operation, target) with `@OUT@` for the outside directory.
+    expected: Vec<(&'static str, String)>,
+}
+
+fn case(name: &'static str, script: &str, expected: &[(&'static str, &str)]) -> Case {
+    Case {
+        name,
+        script: script.to_owned(),
+        flags: Vec::new(),
+        expected: expected
+            .iter()
+            .map(|(o, t)| (*o, (*t).to_owned()))
+            .collect(),
+    }
+}
+
+fn has(tool: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn real_tools_under_the_observer_precision_and_recall_are_one() {
+    let tree = Tree::new();
+    let out = tree.outside.display().to_string();
+    std::fs::write(tree.outside.join("data.txt"), "data\n").unwrap();
+    std::fs::write(tree.cwd.join("m.c"), "int main(void) { return 0; }\n").unwrap();
+    std::fs::write(
+        tree.cwd.join("Makefile"),
+        format!("all:\n\techo made > {out}/made\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        tree.cwd.join("log.txt"),
+        format!("touch: cannot touch '{out}/replayed': Permission denied\nbash: /etc/passwd: Permission denied\n"),
+    )
+    .unwrap();
+    let static_probe = common::compile_c(
+        &tree.root,
+        "static-probe",
+        &format!(
+            "#include <fcntl.h>\nint main(void) {{ return open(\"{out}/static\", O_WRONLY | O_CREAT, 0644) < 0 ? 1 : 0; }}\n"
+        ),
+    );
+    // Linked statically: no libc of the host, no message, only the exit status.
+    let static_bin = tree.root.join("static-bin");
+    let linked = std::process::Command::new("gcc")
+        .args(["-static", "-O0", "-o"])
+        .arg(&static_bin)
+        .arg(tree.root.join("static-probe.c"))
+        .status()
+        .is_ok_and(|s| s.success());
+    let _ = static_probe;
+
+    let daemon_path = tree.outside.join("daemon.sock");
+    let daemon = UnixListener::bind(&daemon_path).unwrap();
+    daemon.set_nonblocking(true).unwrap();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let ports_profile = tree.root.join("ports.toml");
+    std::fs::write(
+        &ports_profile,
+        "extends = \"workspace-write\"\n[network]\nmode = \"enabled\"\ntcp_connect = [1]\n",
+    )
+    .unwrap();
+    let py = common::python().display().to_string();
+
+    let mut cases = vec![
+        case("gcc output outside", &format!("gcc m.c -o {out}/m"), &[("file_write", "@OUT@/m")]),
+        case("gcc output inside", "gcc m.c -o m && ./m", &[]),
+        case("tar extract outside", &format!("tar cf a.tar m.c && tar xf a.tar -C {out}"), &[("file_write", "@OUT@/m.c")]),
+        case("tar list", "tar cf a.tar m.c && tar tf a.tar >/dev/null", &[]),
+        case("gzip beside an outside file", &format!("gzip -k {out}/data.txt"), &[("file_write", "@OUT@/data.txt.gz")]),
+        case("gzip to stdout", &format!("gzip -c {out}/data.txt > d.gz"), &[]),
+        case("sqlite3 database outside", &format!("sqlite3 {out}/db.sqlite 'create table t(x)'"), &[("file_write", "@OUT@/db.sqlite")]),
+        case("sqlite3 database inside", "sqlite3 db.sqlite 'create table t(x)'", &[]),
+        case("openssl key outside", &format!("openssl genrsa -out {out}/key.pem 1024"), &[("file_write", "@OUT@/key.pem")]),
+        case("ssh-keygen key outside", &format!("ssh-keygen -q -N '' -t ed25519 -f {out}/id"), &[("file_write", "@OUT@/id")]),
+        case("git init outside", &format!("git init -q {out}/repo"), &[("file_write", "@OUT@/repo")]),
+        case("make recipe writes outside", "make -s", &[("file_write", "@OUT@/made")]),
+        case("perl open for writing", &format!("perl -e 'open(F, \">\", \"{out}/p\") or exit 2'"), &[("file_write", "@OUT@/p")]),
+        case("perl reads outside (allowed)", &format!("perl -ne 'print' {out}/data.txt >/dev/null && exit 4"), &[]),
+        case("silent shell", &format!("{{ echo > {out}/silent; }} 2>/dev/null; exit 3"), &[("file_write", "@OUT@/silent")]),
+        case("killed by a signal after the attempt", &format!("touch {out}/t 2>/dev/null; kill -9 $$"), &[("file_write", "@OUT@/t")]),
+        case("missing file is no denial", "ls /nonexistent-path", &[]),
+        case("mkdir -p of existing dirs", "mkdir -p /usr/lib && exit 1", &[]),
+        case("no such socket is no denial", &format!("{py} -c \"import socket; socket.socket(socket.AF_UNIX).connect('{out}/none.sock')\""), &[]),
+        case("replayed log is no denial", "cat log.txt >&2; exit 1", &[]),
+        case("daemon over a unix socket", &format!("{py} -c \"import socket; socket.socket(socket.AF_UNIX).connect('{out}/daemon.sock')\""), &[("unix_socket", "@OUT@/daemon.sock")]),
+        case("python network", &format!("{py} -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\""), &[("network", "")]),
+    ];
+    let mut allowed_socket = case(
+        "daemon reached when allowed",
+        &format!("{py} -c \"import socket; socket.socket(socket.AF_UNIX).connect('{out}/daemon.sock')\"; exit 1"),
+        &[],
+    );
+    allowed_socket.flags = vec!["--allow-unix-sockets".into()];
+    cases.push(allowed_socket);
+    if common::landlock_abi().is_some_and(|abi| abi >= 4) {
+        let mut ports = case(
+            "TCP port outside the list",
+            &format!("{py} -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\""),
+            &[],
+        );
+        ports.flags = vec!["-p".into(), ports_profile.display().to_string()];
+        ports.expected = vec![("tcp_port", format!("127.0.0.1:{port}"))];
+        cases.push(ports);
+    }
+    if linked {
+        cases.push(case(
+            "static binary",
+            &static_bin.display().to_string(),
+            &[("file_write", "@OUT@/static")],
+        ));
+    }
+
+    let (mut right, mut found, mut labelled) = (0usize, 0usize, 0usize);
+    let mut wrong = Vec::new();
+    let mut skipped = Vec::new();
+    for c in &cases {
+        let tool = c.script.split_whitespace().next().unwrap_or("");
+        if !tool.starts_with('/')
+            && !tool.starts_with('{')
+            && !["ls", "mkdir", "cat", "touch", "make"].contains(&tool)
+            && !has(tool)
+        {
+            skipped.push(c.name);
+            continue;
+        }
+        let output = tree
+            .cordon()
+            .env("CORDON_OBSERVER", "on")
+            .args(["run", "--json"])
+            .args(&c.flags)
+            .args(["--", "sh", "-c", &c.script])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {output:?}", c.name));
+        let got: BTreeSet<(String, String)> = v["denials"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .inspect(|d| assert_eq!(d["evidence"], "seccomp_observer", "{}: {d}", c.name))
+            .map(|d| {
+                (
+                    d["operation"].as_str().unwrap_or("").to_owned(),
+                    d["target"].as_str().unwrap_or("").replace(&out, "@OUT@"),
+                )
+            })
+            .collect();
+        let want: BTreeSet<(String, String)> = c
+            .expected
+            .iter()
+            .map(|(o, t)| ((*o).to_owned(), t.clone()))
+            .collect();
+        // From outside: the daemon hears only the allowed client.
+        match c.name {
+            "daemon over a unix socket" => {
+                assert!(daemon.accept().is_err(), "reached while denied")
+            }
+            "daemon reached when allowed" => {
+                assert!(daemon.accept().is_ok(), "not reached when allowed")
+            }
+            _ => {}
+        }
+        found += got.len();
+        labelled += want.len();
+        right += got.intersection(&want).count();
+        if got != want {
+            wrong.push(format!(
+                "{}: got {got:?}, labelled {want:?}; stderr {}",
+                c.name, v["stderr"]
+            ));
+        }
+    }
+    eprintln!("observer corpus: {} cases, {labelled} labelled denials, {found} found, {right} right; skipped {skipped:?}", cases.len());
+    assert!(
+        skipped.is_empty(),
+        "tools missing (.ci/run installs them): {skipped:?}"
+    );
+    assert!(
+        wrong.is_empty(),
+        "precision {right}/{found}, recall {right}/{labelled}:\n{}",
+        wrong.join("\n")
+    );
+}
