@@ -265,8 +265,8 @@ impl Helper {
         for p in pass {
             command.arg("--pass-fd").arg(p.target.to_string());
         }
-        if options.observe {
-            command.arg("--observe");
+        if let Some(scope) = options.observe {
+            command.arg(scope.arg());
         }
         let hold = if held {
             let (hold_read, hold_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -329,11 +329,12 @@ pub struct LaunchOptions {
     /// As [`Helper::command_held`]: the helper waits before `execve` until the hold pipe's
     /// write end (in [`StatusPipe`]) is closed, when its receipt lists downgrades.
     pub held: bool,
-    /// Observer mode (`--observe`): the helper sends a seccomp listener over the status
-    /// socket, and every watched or refused call waits for an answer on it. Only a reader that
-    /// runs the observer may ask for it ([`crate::exec`] does); anyone else would leave the
-    /// command's first `execve` waiting forever.
-    pub observe: bool,
+    /// Observer mode (`--observe`, or `--observe=network` for the refusals and network calls
+    /// only): the helper sends a seccomp listener over the status socket, and every watched or
+    /// refused call waits for an answer on it. Only a reader that runs the observer may ask
+    /// for it ([`crate::exec`] does); anyone else would leave the command's first watched call
+    /// waiting forever.
+    pub observe: Option<cordon_sandbox::observe::ObserveScope>,
 }
 
 /// A connected pair of close-on-exec unix stream sockets: (parent's end, helper's end).

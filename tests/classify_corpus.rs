@@ -149,6 +149,7 @@ fn classify_corpus_precision_and_recall() {
                 stdout: stdout.as_bytes(),
                 stderr: stderr.as_bytes(),
                 kernel: None,
+                kernel_network: None,
                 audit: None,
             })
             .iter()

@@ -507,7 +507,7 @@ print(open({readable:?}).read())
     let helper = Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon"));
     let options = LaunchOptions {
         held: false,
-        observe: true,
+        observe: Some(cordon::evidence::ObserveScope::Full),
     };
     let mut launch = helper
         .command_with_options(&policy, &tree.cwd, &argv, &[], options)
@@ -627,4 +627,89 @@ fn exec_streaming_yields_a_denied_event_as_it_happens() {
     let kernel = result.kernel_denials.as_ref().expect("the observer ran");
     assert_eq!(kernel.len(), 1);
     assert_eq!(kernel[0].count, 2);
+}
+
+/// `cordon run --json -- python3 -c PROBE+SCRIPT` with the environment's default observer
+/// (no `CORDON_OBSERVER`): the network scope.
+fn py_json_default(tree: &Tree, pre: &[&str], script: &str) -> Value {
+    let out = tree
+        .py_command(&[&["--json"][..], pre].concat(), script)
+        .env_remove("CORDON_OBSERVER")
+        .output()
+        .expect("spawn cordon");
+    parse(&out)
+}
+
+/// By default the observer watches only the refusals and the network calls (no writing open
+/// waits for it): a refused connection and a refused unix socket are known from the kernel with
+/// their exact targets, forged network text is no denial, and a file denial still comes from
+/// the text and says so.
+#[test]
+fn the_default_scope_knows_network_refusals_from_the_kernel_and_files_from_the_text() {
+    let tree = Tree::new();
+    let outside = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    outside.set_nonblocking(true).unwrap();
+    let port = outside.local_addr().unwrap().port();
+    let sock = tree.outside.join("daemon.sock");
+    let unix = UnixListener::bind(&sock).unwrap();
+    unix.set_nonblocking(true).unwrap();
+    // With the network denied an inet socket is refused at creation (no address yet), a unix
+    // socket at its connection (with the path).
+    let script = format!(
+        r#"
+print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).connect(("127.0.0.1", {port}))))
+u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+print(attempt(lambda: u.connect({sock:?})))
+sys.exit(1)
+"#
+    );
+    let v = py_json_default(&tree, &[], &script);
+    assert_eq!(v["stdout"], "EPERM\nEPERM\n", "{v}");
+    let mut got = denials(&v);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "network".to_owned(),
+                String::new(),
+                "seccomp_observer".to_owned()
+            ),
+            seen("unix_socket", &sock),
+        ],
+        "{v}"
+    );
+    assert!(outside.accept().is_err(), "nothing may have connected");
+    assert!(unix.accept().is_err(), "nothing may have connected");
+
+    // Forged network text: no denial by default; believed (as text) with the observer off.
+    let forged = "ssh: connect to host github.com port 22: Operation not permitted";
+    let script = format!("sys.stderr.write({forged:?} + '\\n')\nsys.exit(255)");
+    let v = py_json_default(&tree, &[], &script);
+    assert_eq!(v["outcome"], "failed", "{v}");
+    assert!(denials(&v).is_empty(), "{v}");
+    let v = py_json(&tree, "off", &[], &script);
+    assert_eq!(v["outcome"], "denied", "{v}");
+
+    // A file denial: not watched in this scope, so known from the text, marked as such.
+    let v = py_json_default(
+        &tree,
+        &[],
+        r#"
+r = attempt(lambda: open("/etc/cordon-default-scope", "w"))
+print(r)
+if r != "OK": sys.stderr.write("touch: cannot touch '/etc/cordon-default-scope': Read-only file system\n")
+sys.exit(1)
+"#,
+    );
+    assert_eq!(
+        denials(&v),
+        vec![(
+            "file_write".to_owned(),
+            "/etc/cordon-default-scope".to_owned(),
+            "text".to_owned()
+        )],
+        "{v}"
+    );
+    assert!(!Path::new("/etc/cordon-default-scope").exists());
 }

@@ -102,7 +102,7 @@ pub struct Args {
     pub pass_fds: Vec<RawFd>,
     /// Observer mode (`--observe`): the seccomp filter reports to a listener handed to the
     /// parent over the status socket ([`crate::observe`]).
-    pub observe: bool,
+    pub observe: Option<crate::observe::ObserveScope>,
     policy: PolicySource,
     cwd: Option<PathBuf>,
     argv: Vec<OsString>,
@@ -116,13 +116,13 @@ enum PolicySource {
 
 impl Args {
     /// Parses `(--policy JSON | --policy-file PATH) [--cwd DIR] [--status-fd N] [--hold-fd N]
-    /// [--pass-fd N]... [--observe] -- PROGRAM [ARGS...]` (`args` without the program name).
+    /// [--pass-fd N]... [--observe[=network]] -- PROGRAM [ARGS...]` (`args` without the program name).
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, SetupError> {
         let mut args = args.into_iter();
         let mut status_fd = None;
         let mut hold_fd = None;
         let mut pass_fds: Vec<RawFd> = Vec::new();
-        let mut observe = false;
+        let mut observe = None;
         let mut policy = None;
         let mut cwd = None;
         let mut argv = Vec::new();
@@ -159,7 +159,8 @@ impl Args {
                     }
                     pass_fds.push(fd);
                 }
-                Some("--observe") => observe = true,
+                Some("--observe") => observe = Some(crate::observe::ObserveScope::Full),
+                Some("--observe=network") => observe = Some(crate::observe::ObserveScope::Network),
                 Some("--") => {
                     argv.extend(args.by_ref());
                     break;
@@ -185,7 +186,7 @@ impl Args {
         if hold_fd.is_some() && status_fd.is_none() {
             return Err(bad("--hold-fd needs a --status-fd to report on".into()));
         }
-        if observe && status_fd.is_none() {
+        if observe.is_some() && status_fd.is_none() {
             return Err(bad(
                 "--observe needs a --status-fd (a unix socket) to hand the listener over".into(),
             ));
@@ -398,8 +399,8 @@ impl Env {
         };
         let refusals = syscall_rules::rules_for(&policy, &scope);
         let seccomp = match args.observe {
-            true => Seccomp::Observed(crate::observe::compile(&refusals, &policy)?),
-            false => Seccomp::Plain(syscall_rules::compile(&refusals)?),
+            Some(scope) => Seccomp::Observed(crate::observe::compile(&refusals, &policy, scope)?),
+            None => Seccomp::Plain(syscall_rules::compile(&refusals)?),
         };
         Ok(Env {
             fs_plan,

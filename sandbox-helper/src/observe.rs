@@ -54,9 +54,59 @@ fn watch(syscall: &'static str, nr: i64, when: &[Arg], reason: &'static str) -> 
     }
 }
 
+/// What the observer is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObserveScope {
+    /// Every refusal and every call Landlock can refuse ([`watched_rules`]): exact evidence
+    /// for every denial, at the price of a round trip to the observer on every writing open.
+    Full,
+    /// The refusals (seccomp's own, always exact and rare) and the network calls (`connect`,
+    /// `bind`, addressed `sendto`, a few per command): exact evidence for network, unix-socket,
+    /// port and system-call denials at no cost a build notices; file denials are left to
+    /// Landlock's audit records or the text.
+    Network,
+}
+
+impl ObserveScope {
+    /// The helper's argument: `--observe` or `--observe=network`.
+    pub fn arg(self) -> &'static str {
+        match self {
+            ObserveScope::Full => "--observe",
+            ObserveScope::Network => "--observe=network",
+        }
+    }
+}
+
 /// The calls reported to the observer besides the refusals, each with why it is watched.
 pub fn watched_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
+    watched_rules_for(policy, ObserveScope::Full)
+}
+
+/// [`watched_rules`] for `scope`: everything, or only the network calls.
+pub fn watched_rules_for(policy: &SandboxPolicy, scope: ObserveScope) -> Vec<SyscallRule> {
     use libc::*;
+    if scope == ObserveScope::Network {
+        return vec![
+            watch(
+                "connect",
+                SYS_connect,
+                &[],
+                "a connection's address says which host, port or socket the command wanted",
+            ),
+            watch(
+                "bind",
+                SYS_bind,
+                &[],
+                "binding a port under port rules, or a socket path, is refused outside the rules",
+            ),
+            watch(
+                "sendto",
+                SYS_sendto,
+                &[Arg::NonZero64(4)],
+                "a datagram's destination says which host or socket the command wanted",
+            ),
+        ];
+    }
     let writes = WRITING_OPEN_FLAGS;
     let all_opens = reads_restricted(policy);
     let open_when = |flags: u8| -> Vec<Arg> {
@@ -107,13 +157,15 @@ pub struct ObservedFilter {
     pub refusals: BpfProgram,
 }
 
-/// Compiles observer mode's programs from the refusal `rules` and `policy`'s watched calls.
+/// Compiles observer mode's programs from the refusal `rules` and `policy`'s watched calls
+/// for `scope`.
 pub fn compile(
     rules: &[SyscallRule],
     policy: &SandboxPolicy,
+    scope: ObserveScope,
 ) -> Result<ObservedFilter, SetupError> {
     Ok(ObservedFilter {
-        install: crate::bpf::compile_observed(rules, &watched_rules(policy))?,
+        install: crate::bpf::compile_observed(rules, &watched_rules_for(policy, scope))?,
         refusals: crate::bpf::compile(rules)?,
     })
 }
@@ -200,7 +252,12 @@ mod tests {
         let notify = libc::SECCOMP_RET_USER_NOTIF;
         let allow = libc::SECCOMP_RET_ALLOW;
         let everything = policy(r#""/""#, "");
-        let filter = compile(&crate::syscall_rules::rules(&everything), &everything).unwrap();
+        let filter = compile(
+            &crate::syscall_rules::rules(&everything),
+            &everything,
+            ObserveScope::Full,
+        )
+        .unwrap();
         assert_eq!(
             openat(&filter.install, libc::O_RDONLY | libc::O_CLOEXEC),
             allow
@@ -220,7 +277,12 @@ mod tests {
         }
         // Restricted: a narrower read root, or a hidden path.
         for restricted in [policy(r#""/usr""#, ""), policy(r#""/""#, r#""/root""#)] {
-            let filter = compile(&crate::syscall_rules::rules(&restricted), &restricted).unwrap();
+            let filter = compile(
+                &crate::syscall_rules::rules(&restricted),
+                &restricted,
+                ObserveScope::Full,
+            )
+            .unwrap();
             assert_eq!(openat(&filter.install, libc::O_RDONLY), notify);
         }
         // The refusal program the observer evaluates lets every open through: opens are only
@@ -231,7 +293,7 @@ mod tests {
     #[test]
     fn every_watched_rule_has_a_reason_and_notifies() {
         let p = policy(r#""/""#, "");
-        let filter = compile(&crate::syscall_rules::rules(&p), &p).unwrap();
+        let filter = compile(&crate::syscall_rules::rules(&p), &p, ObserveScope::Full).unwrap();
         for rule in watched_rules(&p) {
             assert!(!rule.reason.is_empty(), "{}", rule.syscall);
             let mut args = [0u64; 6];
@@ -244,5 +306,39 @@ mod tests {
             let answer = evaluate(&filter.install, AUDIT_ARCH, rule.nr as u32, args);
             assert_eq!(answer, libc::SECCOMP_RET_USER_NOTIF, "{}", rule.syscall);
         }
+    }
+
+    #[test]
+    fn the_network_scope_leaves_file_calls_to_the_kernel_and_watches_connections() {
+        let p = policy(r#""/""#, r#""/root""#);
+        let filter = compile(&crate::syscall_rules::rules(&p), &p, ObserveScope::Network).unwrap();
+        let allow = libc::SECCOMP_RET_ALLOW;
+        // Not even with restricted reads: no open, creation or removal waits for the observer.
+        for flags in [libc::O_RDONLY, libc::O_WRONLY | libc::O_CREAT, libc::O_RDWR] {
+            assert_eq!(openat(&filter.install, flags), allow, "{flags:#x}");
+        }
+        for nr in [
+            libc::SYS_mkdirat,
+            libc::SYS_unlinkat,
+            libc::SYS_renameat2,
+            libc::SYS_execve,
+        ] {
+            assert_eq!(
+                evaluate(&filter.install, AUDIT_ARCH, nr as u32, [0; 6]),
+                allow,
+                "{nr}"
+            );
+        }
+        for rule in watched_rules_for(&p, ObserveScope::Network) {
+            let mut args = [0u64; 6];
+            if rule.syscall == "sendto" {
+                args[4] = 1;
+            }
+            let answer = evaluate(&filter.install, AUDIT_ARCH, rule.nr as u32, args);
+            assert_eq!(answer, libc::SECCOMP_RET_USER_NOTIF, "{}", rule.syscall);
+        }
+        // The refusals notify too (the observer answers them with their errno).
+        let ptrace = evaluate(&filter.install, AUDIT_ARCH, libc::SYS_ptrace as u32, [0; 6]);
+        assert_eq!(ptrace, libc::SECCOMP_RET_USER_NOTIF);
     }
 }

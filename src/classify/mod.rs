@@ -41,6 +41,7 @@
 //!     stdout: b"",
 //!     stderr: b"touch: cannot touch '/etc/motd.new': Permission denied\n",
 //!     kernel: None,
+//!     kernel_network: None,
 //!     audit: None,
 //! };
 //! let denials = find_denials(&evidence);
@@ -199,6 +200,10 @@ pub struct Evidence<'a> {
     /// What a kernel source (the seccomp observer, Landlock's audit records) saw refused, when
     /// one ran: then it is the evidence, and the command's text is not consulted at all.
     pub kernel: Option<&'a [Denial]>,
+    /// What the observer saw refused when it watched only the refusals and the network calls:
+    /// the evidence for network, unix-socket, port and system-call denials (the text is not
+    /// consulted for those), while file denials still come from the text.
+    pub kernel_network: Option<&'a [Denial]>,
     /// Landlock's audit records of this run, when they could be read. They see only what
     /// Landlock refused (not seccomp's refusals, not the mount layer's), so they confirm and
     /// add to the other evidence but never rule a denial out.
@@ -245,9 +250,15 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         found.extend(files::exec_record_denials(e.records, &access));
         found.extend(files::message_denials(&ctx, &access));
     }
-    if layer_in_force(e.records, Layer::Seccomp) {
-        found.extend(network::denials(e.policy, e.cwd, &ctx));
-        found.extend(network::syscall_denials(e.policy, &ctx));
+    match e.kernel_network {
+        // The observer saw every refused call and every connection: what the text says about
+        // the network or a system call can add nothing but a mistake or a forgery.
+        Some(kernel) => found.extend(kernel.iter().cloned()),
+        None if layer_in_force(e.records, Layer::Seccomp) => {
+            found.extend(network::denials(e.policy, e.cwd, &ctx));
+            found.extend(network::syscall_denials(e.policy, &ctx));
+        }
+        None => {}
     }
     merge(with_audit(dedupe(found), e.audit))
 }

@@ -54,6 +54,7 @@ impl Case {
             stdout: b"",
             stderr: self.stderr.as_bytes(),
             kernel: None,
+            kernel_network: None,
             audit: None,
         })
     }

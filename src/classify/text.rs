@@ -332,6 +332,7 @@ mod tests {
             stdout: b"",
             stderr: b"",
             kernel: None,
+            kernel_network: None,
             audit: None,
         });
         let programs: Vec<&str> = ctx.commands.iter().map(Command::program).collect();

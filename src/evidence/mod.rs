@@ -15,23 +15,42 @@ pub(crate) mod observer;
 /// Environment variable forcing the seccomp observer on (`on`, `1`) or off (`off`, `0`).
 pub const OBSERVER_ENV: &str = "CORDON_OBSERVER";
 
-/// Whether the observer runs when neither the request nor [`OBSERVER_ENV`] says: off.
+/// Whether the full observer runs when neither the request nor [`OBSERVER_ENV`] says: off.
 /// `scripts/bench.sh` measures its cost on a build that creates 10,000 files: every writing
 /// open waits for the observer, about 18 µs each on an idle machine and far more when the
 /// cores are busy, and the build took 1.5 to 6 times as long (the README has the figures),
 /// against a target of 5%. So it is opt-in (`CORDON_OBSERVER=on`, `ExecRequest::observe`,
 /// and always for `cordon learn`); Landlock's audit records, which cost nothing until a
 /// denial, are used whenever they can be read.
+///
+/// What runs by default instead is the observer's network scope
+/// ([`ObserveScope::Network`]): seccomp's own refusals (rare by nature: a refused call is a
+/// command going where it may not) and the network calls (a handful per command), so that
+/// network, unix-socket, port and system-call denials are known from the kernel at no cost a
+/// build notices, and only file denials fall back to the audit records or the text.
 pub const OBSERVER_DEFAULT: bool = false;
 
-/// Whether to run the observer for a request that says `requested`.
+pub use cordon_sandbox::observe::ObserveScope;
+
+/// Whether to run the full observer for a request that says `requested`.
 pub fn observer_wanted(requested: Option<bool>) -> bool {
-    if let Some(on) = requested {
-        return on;
+    observer_scope(requested) == Some(ObserveScope::Full)
+}
+
+/// The observer's scope for a request that says `requested` (`Some(true)`: full,
+/// `Some(false)`: none at all), else [`OBSERVER_ENV`] (`on`, `off`, or `network`), else the
+/// default: the network scope ([`OBSERVER_DEFAULT`] says the full one is off).
+pub fn observer_scope(requested: Option<bool>) -> Option<ObserveScope> {
+    match requested {
+        Some(true) => return Some(ObserveScope::Full),
+        Some(false) => return None,
+        None => {}
     }
     match std::env::var(OBSERVER_ENV).ok().as_deref() {
-        Some("on" | "1" | "true" | "yes") => true,
-        Some("off" | "0" | "false" | "no") => false,
-        _ => OBSERVER_DEFAULT,
+        Some("on" | "1" | "true" | "yes" | "full") => Some(ObserveScope::Full),
+        Some("off" | "0" | "false" | "no") => None,
+        Some("network") => Some(ObserveScope::Network),
+        _ if OBSERVER_DEFAULT => Some(ObserveScope::Full),
+        _ => Some(ObserveScope::Network),
     }
 }

@@ -64,6 +64,7 @@ pub(super) async fn run(
         network_denials: Vec::new(),
         limits: Vec::new(),
         kernel_denials: None,
+        network_kernel_denials: None,
         audit_denials: None,
     };
     let mut env = match validate(config, &request) {
@@ -283,9 +284,15 @@ pub(super) async fn run(
     }
     if let Some(observer) = observer {
         // The group is dead: the thread sees its listener hang up, or stops at its next look.
-        result.kernel_denials = tokio::task::spawn_blocking(move || observer.finish())
+        let seen = tokio::task::spawn_blocking(move || observer.finish())
             .await
             .ok();
+        match crate::evidence::observer_scope(request.observe) {
+            Some(cordon_sandbox::observe::ObserveScope::Network) => {
+                result.network_kernel_denials = seen
+            }
+            _ => result.kernel_denials = seen,
+        }
     }
 
     result.stdout = drained.stdout.finish();
@@ -525,7 +532,7 @@ fn build_command(
         (Some(policy), Some(helper)) => {
             let options = crate::helper::LaunchOptions {
                 held: request.on_confined.is_some(),
-                observe: crate::evidence::observer_wanted(request.observe),
+                observe: crate::evidence::observer_scope(request.observe),
             };
             let launch = helper
                 .command_with_options(
