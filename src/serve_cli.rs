@@ -129,7 +129,8 @@ fn service(args: &ServeArgs) -> anyhow::Result<ExecService> {
     };
     // The person's own commands: no helper, the server's timeout, the session's snapshot.
     let user_shell = UserShell::with_runtime(
-        Sandbox::without_helper().with_timeout(args.timeout.unwrap_or(cordon::exec::DEFAULT_TIMEOUT)),
+        Sandbox::without_helper()
+            .with_timeout(args.timeout.unwrap_or(cordon::exec::DEFAULT_TIMEOUT)),
     );
     let manager = ProcessManager::new(sandbox.clone()).with_max_live(args.max_processes);
     Ok(ExecService::new(session, manager, shell, limits)

@@ -614,7 +614,11 @@ impl Session {
     /// the session's own commands), for a caller that runs that shell itself: the user-shell
     /// path of a server replays the same login environment.
     pub async fn shell_snapshot(&mut self, shell: &Path) -> Option<(SnapshotRef, Arc<Vec<u8>>)> {
-        let argv = [shell.as_os_str().to_os_string(), "-lc".into(), OsString::new()];
+        let argv = [
+            shell.as_os_str().to_os_string(),
+            "-lc".into(),
+            OsString::new(),
+        ];
         self.snapshot_for(&argv).await
     }
 

@@ -597,10 +597,16 @@ mod tests {
         // Absent or relative: from the server's working directory.
         let params: UserShellParams =
             serde_json::from_str(r#"{"call_id":"c","command":"ls"}"#).expect("params");
-        assert_eq!(params.into_request(Path::new("/base")).cwd, Path::new("/base"));
+        assert_eq!(
+            params.into_request(Path::new("/base")).cwd,
+            Path::new("/base")
+        );
         let params: UserShellParams =
             serde_json::from_str(r#"{"call_id":"c","command":"ls","cwd":"sub"}"#).expect("params");
-        assert_eq!(params.into_request(Path::new("/base")).cwd, Path::new("/base/sub"));
+        assert_eq!(
+            params.into_request(Path::new("/base")).cwd,
+            Path::new("/base/sub")
+        );
         assert!(serde_json::from_str::<UserShellParams>(
             r#"{"call_id":"c","command":"ls","cwd":"/w","x":1}"#
         )

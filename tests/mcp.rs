@@ -380,8 +380,16 @@ fn apply_patch_through_mcp_applies_and_a_denied_write_is_elicited_and_retried() 
         json!(false)
     );
     let description = patch_tool["description"].as_str().expect("description");
-    for promise in ["*** Begin Patch", "*** Update File:", "@@", "Denied by the sandbox"] {
-        assert!(description.contains(promise), "{promise:?} not in {description:?}");
+    for promise in [
+        "*** Begin Patch",
+        "*** Update File:",
+        "@@",
+        "Denied by the sandbox",
+    ] {
+        assert!(
+            description.contains(promise),
+            "{promise:?} not in {description:?}"
+        );
     }
 
     // A normal patch: the diff in the result, the file changed on disk.
@@ -390,9 +398,15 @@ fn apply_patch_through_mcp_applies_and_a_denied_write_is_elicited_and_retried() 
         panic!("nothing to approve")
     });
     assert!(asked.is_empty());
-    assert!(text.starts_with("Patch applied.\nFiles changed:\nM "), "{text}");
+    assert!(
+        text.starts_with("Patch applied.\nFiles changed:\nM "),
+        "{text}"
+    );
     assert!(text.contains("-two\n+2\n"), "{text}");
-    assert_eq!(std::fs::read_to_string(w.join("a.txt")).expect("a"), "one\n2\n");
+    assert_eq!(
+        std::fs::read_to_string(w.join("a.txt")).expect("a"),
+        "one\n2\n"
+    );
 
     // Outside the roots, declined: reported with the grant, nothing written outside.
     let declined = tree.root.join("declined");
@@ -490,8 +504,14 @@ fn network_hosts_are_put_to_the_user_by_elicitation_while_the_command_runs() {
         message.contains(&format!("granted.test:{port}"))
     });
     assert_eq!(asked.len(), 2, "{asked:?}\n{text}");
-    assert!(asked[0].contains(&format!("granted.test:{port}")), "{asked:?}");
-    assert!(asked[1].contains(&format!("refused.test:{port}")), "{asked:?}");
+    assert!(
+        asked[0].contains(&format!("granted.test:{port}")),
+        "{asked:?}"
+    );
+    assert!(
+        asked[1].contains(&format!("refused.test:{port}")),
+        "{asked:?}"
+    );
     assert!(
         text.ends_with("Output:\ngranted.test 200\ngranted.test 200\nrefused.test 403\n"),
         "{text}"

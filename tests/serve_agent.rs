@@ -82,7 +82,8 @@ impl Server {
             }
             if let (Some(method), Some(ask_id)) = (message["method"].as_str(), message.get("id")) {
                 let decision = answer(method, &message["params"]);
-                let reply = json!({"jsonrpc": "2.0", "id": ask_id, "result": {"decision": decision}});
+                let reply =
+                    json!({"jsonrpc": "2.0", "id": ask_id, "result": {"decision": decision}});
                 self.send(reply);
             }
             seen.push(message);
@@ -178,7 +179,9 @@ fn user_shell_runs_unconfined_beside_a_running_sandboxed_command_with_its_events
     assert_eq!(result["stderr"], json!("err\n"));
     let history = result["history"].as_str().expect("history");
     assert!(
-        history.starts_with(&format!("<user_shell_command>\n<command>\n{command}\n</command>")),
+        history.starts_with(&format!(
+            "<user_shell_command>\n<command>\n{command}\n</command>"
+        )),
         "{history}"
     );
     assert!(history.contains("Exit code: 3\n"), "{history}");
@@ -249,7 +252,12 @@ fn user_shell_cancellation_kills_the_process_group_and_bad_requests_run_nothing(
             replies.insert(m["id"].as_u64().expect("id"), m);
         }
     }
-    assert_eq!(replies[&2]["error"]["code"], json!(-32602), "{:?}", replies[&2]);
+    assert_eq!(
+        replies[&2]["error"]["code"],
+        json!(-32602),
+        "{:?}",
+        replies[&2]
+    );
     assert!(!tree.cwd.join("dup").exists());
     assert_eq!(replies[&3]["result"], json!({"cancelled": true}));
     let end = &replies[&1]["result"];

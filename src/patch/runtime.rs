@@ -85,7 +85,11 @@ pub struct ApplyPatchParams {
 
 impl ApplyPatchParams {
     /// The request, under `policy`, with `cwd` taken from `base` when absent or relative.
-    pub fn into_request(self, policy: Option<SandboxPolicy>, base: &std::path::Path) -> PatchRequest {
+    pub fn into_request(
+        self,
+        policy: Option<SandboxPolicy>,
+        base: &std::path::Path,
+    ) -> PatchRequest {
         let cwd = match self.cwd {
             Some(dir) => base.join(dir),
             None => base.to_path_buf(),

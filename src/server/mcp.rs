@@ -243,7 +243,9 @@ impl CordonMcp {
     fn route_network_approvals(&self, peer: &rmcp::Peer<rmcp::RoleServer>) {
         let peer = peer.clone();
         self.service.route_network_approvals(move || {
-            NetworkApprovals::new(move |request| elicit_network(peer.clone(), request.host, request.port))
+            NetworkApprovals::new(move |request| {
+                elicit_network(peer.clone(), request.host, request.port)
+            })
         });
     }
 }

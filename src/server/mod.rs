@@ -330,7 +330,7 @@ fn decide(answer: ApprovalAnswer, ask: &ApprovalRequest) -> Result<Decision, Str
 /// What the approval rule concluded for one denied run.
 enum Verdict {
     /// Run again under exactly this policy.
-    Grant(SandboxPolicy),
+    Grant(Box<SandboxPolicy>),
     /// Do not run again; the reason when it is not simply the client's answer.
     Deny(Option<String>),
     /// Approved, but nothing can be granted exactly as shown.
@@ -349,7 +349,7 @@ impl<A: ApprovalClient + Sync> Approver for ServiceApprover<'_, A> {
     async fn decide(&self, ask: &ApprovalRequest) -> Decision {
         let (verdict, cached) = self.service.judge(ask, self.client).await;
         let (decision, reason, answer) = match verdict {
-            Verdict::Grant(wider) => ("approved", None, Decision::RetryWith(wider)),
+            Verdict::Grant(wider) => ("approved", None, Decision::RetryWith(*wider)),
             Verdict::Deny(reason) => ("denied", reason, Decision::Deny),
             Verdict::NotGrantable(reason) => ("not_grantable", Some(reason), Decision::Deny),
         };
@@ -519,7 +519,7 @@ impl ExecService {
             first_outcome: result.outcome.clone(),
         };
         let wider = match verdict {
-            Verdict::Grant(wider) => wider,
+            Verdict::Grant(wider) => *wider,
             Verdict::Deny(reason) => {
                 approval.reason = reason;
                 self.finish(report).await;
@@ -559,7 +559,11 @@ impl ExecService {
     /// `approver`'s; an approval grants exactly what [`widen`] derives and never a policy
     /// whose writable roots would cover the session's own directory. The flag is true when no
     /// one was asked now.
-    async fn judge<A: ApprovalClient>(&self, ask: &ApprovalRequest, approver: &A) -> (Verdict, bool) {
+    async fn judge<A: ApprovalClient>(
+        &self,
+        ask: &ApprovalRequest,
+        approver: &A,
+    ) -> (Verdict, bool) {
         // Hosts the client already refused while the command ran: asking again after the run
         // would put the same question twice.
         if self.refused_while_running(&ask.denials) {
@@ -598,7 +602,7 @@ impl ExecService {
                     Ok(()) => {
                         // The grant covers this retry only.
                         let _ = session.set_policy(old);
-                        Verdict::Grant(wider)
+                        Verdict::Grant(Box::new(wider))
                     }
                     Err(e) => Verdict::NotGrantable(e.to_string()),
                 }
