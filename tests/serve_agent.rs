@@ -565,3 +565,69 @@ print("refused.test", get("refused.test"))
     assert_eq!(*connections.lock().unwrap_or_else(|e| e.into_inner()), 4);
     assert!(server.close().success());
 }
+
+#[test]
+fn end_of_input_denies_an_open_question_and_stops_the_persons_commands() {
+    let tree = Tree::new();
+    let mut server = Server::start(&tree, &[], &[("SHELL", "/bin/bash")]);
+    let pidfile = tree.outside.join("pid");
+    server.request(
+        1,
+        "user_shell",
+        json!({"call_id": "long", "command": format!("sleep 60 & echo $! > {}; wait", pidfile.display())}),
+    );
+    let target = tree.outside.join("never");
+    server.request(
+        2,
+        "exec",
+        json!({"cmd": format!("echo x > {}", target.display())}),
+    );
+    // The question comes; the client goes away without answering it.
+    loop {
+        let m = server.next();
+        if m["method"] == json!("approve") {
+            break;
+        }
+    }
+    let pid = (0..200)
+        .find_map(|_| {
+            let pid = std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok());
+            if pid.is_none() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            pid
+        })
+        .expect("the person's command started its child");
+    let started = std::time::Instant::now();
+    drop(server.stdin);
+    let mut replies = std::collections::HashMap::new();
+    while let Ok(m) = server.lines.recv_timeout(Duration::from_secs(30)) {
+        if let Some(id) = m["id"].as_u64() {
+            replies.insert(id, m);
+        }
+    }
+    let status = server.child.wait().expect("wait");
+    assert!(status.success(), "{status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the server took {:?} to end",
+        started.elapsed()
+    );
+    // Unanswered is a deny: no retry, nothing written outside.
+    assert_eq!(
+        replies[&2]["result"]["approval"]["decision"],
+        json!("denied"),
+        "{:?}",
+        replies[&2]
+    );
+    assert!(!target.exists());
+    assert_eq!(
+        replies[&1]["result"]["exit_code"],
+        json!(-1),
+        "{:?}",
+        replies[&1]
+    );
+    assert!(!pid_alive(pid), "process {pid} outlived the server");
+}

@@ -17,7 +17,7 @@
 //! server and kills every process it holds.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -74,6 +74,8 @@ struct ClientApprover {
     out: Writer,
     waiters: Waiters,
     counter: Arc<AtomicU64>,
+    /// Set at end of input: no answer can come any more, so every question is a deny at once.
+    closed: Arc<AtomicBool>,
 }
 
 #[derive(Deserialize)]
@@ -106,6 +108,15 @@ impl ClientApprover {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.clone(), tx);
+        // Checked after the waiter is in: the end of input sets the flag before it drops the
+        // waiters, so a question is either dropped there or refused here.
+        if self.closed.load(Ordering::SeqCst) {
+            self.waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            return ApprovalAnswer::Deny;
+        }
         send(
             &self.out,
             &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
@@ -143,6 +154,7 @@ where
         out: Arc::clone(&out),
         waiters: Arc::clone(&waiters),
         counter: Arc::new(AtomicU64::new(0)),
+        closed: Arc::new(AtomicBool::new(false)),
     };
     // Hosts outside `network.allow` are put to this client while the command waits on them.
     let asker = approver.clone();
@@ -306,7 +318,11 @@ where
         // Reap finished handlers as we go, so the set stays small.
         while tasks.try_join_next().is_some() {}
     }
-    // End of input: answer what is in flight, then return.
+    // End of input: questions to the client are denied (no answer can come), the person's
+    // commands are stopped, what is in flight is answered, then the server returns.
+    approver.closed.store(true, Ordering::SeqCst);
+    waiters.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    service.cancel_all_user_shells();
     while tasks.join_next().await.is_some() {}
 }
 

@@ -699,6 +699,18 @@ impl ExecService {
         }
     }
 
+    /// Cancels every user-shell command still running (the server is ending: nobody is left
+    /// to see them end).
+    pub fn cancel_all_user_shells(&self) {
+        let calls = self
+            .user_shell_calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for token in calls.values() {
+            token.cancel();
+        }
+    }
+
     /// `apply_patch`: parsed first (a malformed patch is refused with the line that is wrong,
     /// nothing touched), then applied by the applier under the session's policy. A denial goes
     /// to `approver` as an `exec` denial does; approved, the rest of the patch runs again with
