@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// Running processes kept at once before the least recently used idle one is killed.
     #[arg(long, value_name = "N", default_value_t = cordon::exec::process_manager::DEFAULT_MAX_LIVE)]
     max_processes: usize,
+    /// Refuse `user_shell` requests (the person's own commands, which run with full access):
+    /// for a client that cannot keep the person's commands apart from the model's.
+    #[arg(long)]
+    no_user_shell: bool,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -133,9 +137,12 @@ fn service(args: &ServeArgs) -> anyhow::Result<ExecService> {
             .with_timeout(args.timeout.unwrap_or(cordon::exec::DEFAULT_TIMEOUT)),
     );
     let manager = ProcessManager::new(sandbox.clone()).with_max_live(args.max_processes);
-    Ok(ExecService::new(session, manager, shell, limits)
-        .with_user_shell(user_shell, !args.no_snapshot)
-        .with_patches(patches, sandbox))
+    let service = ExecService::new(session, manager, shell, limits).with_patches(patches, sandbox);
+    Ok(if args.no_user_shell {
+        service
+    } else {
+        service.with_user_shell(user_shell, !args.no_snapshot)
+    })
 }
 
 /// Which protocol.

@@ -631,3 +631,21 @@ fn end_of_input_denies_an_open_question_and_stops_the_persons_commands() {
     );
     assert!(!pid_alive(pid), "process {pid} outlived the server");
 }
+
+#[test]
+fn a_server_started_with_no_user_shell_refuses_it_and_still_runs_sandboxed_commands() {
+    let tree = Tree::new();
+    let mut server = Server::start(&tree, &["--no-user-shell"], &[]);
+    let target = tree.outside.join("full-access");
+    let r = server.call(
+        1,
+        "user_shell",
+        json!({"call_id": "u", "command": format!("touch {}", target.display())}),
+    );
+    assert_eq!(r["error"]["code"], json!(-32002), "{r}");
+    assert!(!target.exists());
+    let r = server.call(2, "exec", json!({"cmd": "touch inside && echo ok"}));
+    assert_eq!(r["result"]["outcome"]["kind"], json!("success"), "{r}");
+    assert!(tree.cwd.join("inside").exists());
+    assert!(server.close().success());
+}

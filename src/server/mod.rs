@@ -267,9 +267,10 @@ pub struct ExecService {
     pending: Mutex<HashMap<ProcessId, Pending>>,
     /// Whether each set of denials was approved.
     approvals: Mutex<HashMap<ApprovalKey, bool>>,
-    /// Runs the person's own commands; `user_shell_snapshots` says whether the session's shell
-    /// snapshot wraps them.
-    user_shell: UserShell,
+    /// Runs the person's own commands, when the server offers them (off unless set: full
+    /// access is for a client that keeps the person's commands apart from the model's);
+    /// `user_shell_snapshots` says whether the session's shell snapshot wraps them.
+    user_shell: Option<UserShell>,
     user_shell_snapshots: bool,
     /// The user-shell commands running now, by call id, to cancel them.
     user_shell_calls: Mutex<HashMap<String, CancellationToken>>,
@@ -393,7 +394,7 @@ impl ExecService {
             limits,
             pending: Mutex::new(HashMap::new()),
             approvals: Mutex::new(HashMap::new()),
-            user_shell: UserShell::new(),
+            user_shell: None,
             user_shell_snapshots: false,
             user_shell_calls: Mutex::new(HashMap::new()),
             patches: None,
@@ -401,10 +402,11 @@ impl ExecService {
         }
     }
 
-    /// Runs `user_shell` requests with `runner` (its runtime's timeout and output cap), wrapped
-    /// in the session's snapshot of the person's shell when `snapshots` is true.
+    /// Offers `user_shell` requests, run with `runner` (its runtime's timeout and output cap),
+    /// wrapped in the session's snapshot of the person's shell when `snapshots` is true.
+    /// Without this call they are refused: they run with full access.
     pub fn with_user_shell(mut self, runner: UserShell, snapshots: bool) -> ExecService {
-        self.user_shell = runner;
+        self.user_shell = Some(runner);
         self.user_shell_snapshots = snapshots;
         self
     }
@@ -642,12 +644,17 @@ impl ExecService {
         params: UserShellParams,
         events: mpsc::Sender<UserShellEvent>,
     ) -> Result<UserShellReply, ServiceError> {
+        let Some(runner) = &self.user_shell else {
+            return Err(ServiceError::Unavailable(
+                "user_shell is not offered by this server (started with --no-user-shell)".into(),
+            ));
+        };
         let base = self.cwd().await;
         let mut request = params.into_request(&base);
         let call_id = request.call_id.clone();
         let cancel = CancellationToken::new();
         request.cancel = cancel.clone();
-        let mut runner = self.user_shell.clone();
+        let mut runner = runner.clone();
         if self.user_shell_snapshots {
             if let Ok(shell) = crate::snapshot::detect_shell(request.shell.as_deref()) {
                 let snapshot = self.session.lock().await.shell_snapshot(&shell.path).await;
