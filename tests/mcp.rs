@@ -528,6 +528,24 @@ fn network_hosts_are_put_to_the_user_by_elicitation_while_the_command_runs() {
         "{text}"
     );
     assert_eq!(*connections.lock().unwrap_or_else(|e| e.into_inner()), 4);
+
+    // A command that fails on the refused host is denied, and the user is not asked about
+    // the same host again after the run.
+    let (asked, text) = client.call_answering(
+        "exec_command",
+        json!({"cmd": format!("curl -sS -f -m 20 http://refused.test:{port}/")}),
+        |_| panic!("asked twice"),
+    );
+    assert!(asked.is_empty());
+    assert!(
+        text.contains("(denied)\nDenied by the sandbox:\n- "),
+        "{text}"
+    );
+    assert!(
+        text.contains("approval: denied (the client refused these hosts while the command ran)"),
+        "{text}"
+    );
+    assert_eq!(*connections.lock().unwrap_or_else(|e| e.into_inner()), 4);
     drop(client.stdin);
     assert!(client.child.wait().expect("wait").success());
 }
