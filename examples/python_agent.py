@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """A minimal agent driving `cordon serve` over stdio, with nothing but the standard library.
 
-It starts a server for the current directory (the workspace), runs a build, reacts to a
-sandbox denial by approving exactly the grant the server shows, talks to a Python REPL, and
-leaves a watcher running that it then kills.
+It starts a server for the current directory (the workspace), runs a build, edits a file by
+patch, reacts to a sandbox denial by approving exactly the grant the server shows, talks to a
+Python REPL, and leaves a watcher running that it then kills.
 
     CORDON=target/debug/cordon python3 examples/python_agent.py
 
@@ -72,6 +72,20 @@ def main():
         f.write("print('built')\n")
     r = server.call("exec", cmd="mkdir -p build && python3 -m py_compile main.py && cp main.py build/ && echo done")
     print("build:", r["outcome"]["kind"], r["output"].strip())
+
+    # 1b. An edit by patch: applied inside the sandbox, answered with a diff per file.
+    patch = "\n".join([
+        "*** Begin Patch",
+        "*** Update File: main.py",
+        "@@",
+        "-print('built')",
+        "+print('built and patched')",
+        "*** End Patch",
+        "",
+    ])
+    r = server.call("apply_patch", patch=patch)
+    changed = ", ".join(c["kind"] + " " + os.path.basename(c["path"]) for c in r["changes"])
+    print("patch:", "applied" if r["applied"] else "not applied", "(" + changed + ")")
 
     # 2. A write outside the workspace is denied; the server asks before retrying. This agent
     # approves only grants of the one directory it means to write to.

@@ -10,10 +10,12 @@ use anyhow::{anyhow, Context};
 
 use cordon::exec::process_manager::ProcessManager;
 use cordon::exec::Sandbox;
+use cordon::patch::PatchRuntime;
 use cordon::profile::{Overrides, PermissionProfile, ResolveContext};
 use cordon::sandbox::policy::NetworkMode;
 use cordon::server::ExecService;
 use cordon::session::{Session, SessionOptions};
+use cordon::user_shell::UserShell;
 
 use crate::units::parse_duration;
 use crate::{absolute_entries, LimitArgs, NetworkArg};
@@ -54,6 +56,10 @@ pub struct ServeArgs {
     /// Running processes kept at once before the least recently used idle one is killed.
     #[arg(long, value_name = "N", default_value_t = cordon::exec::process_manager::DEFAULT_MAX_LIVE)]
     max_processes: usize,
+    /// Refuse `user_shell` requests (the person's own commands, which run with full access):
+    /// for a client that cannot keep the person's commands apart from the model's.
+    #[arg(long)]
+    no_user_shell: bool,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -104,9 +110,11 @@ fn service(args: &ServeArgs) -> anyhow::Result<ExecService> {
                 anyhow!("neither XDG_CACHE_HOME nor HOME names a directory; give --session-dir")
             })?,
     };
-    let opts = SessionOptions::new(&session_dir, &resolved.cwd)
+    let mut opts = SessionOptions::new(&session_dir, &resolved.cwd)
         .policy(resolved.policy)
         .snapshots(!args.no_snapshot);
+    opts.network.resolver = cordon::network::Resolver::from_env()
+        .with_context(|| format!("cannot read {}", cordon::network::HOSTS_FILE_ENV))?;
     let session = Session::new(sandbox.clone(), opts)?;
     let shell = args
         .shell
@@ -117,8 +125,24 @@ fn service(args: &ServeArgs) -> anyhow::Result<ExecService> {
                 .filter(|p| p.is_absolute())
         })
         .unwrap_or_else(|| PathBuf::from("/bin/bash"));
-    let manager = ProcessManager::new(sandbox).with_max_live(args.max_processes);
-    Ok(ExecService::new(session, manager, shell, limits))
+    let patches = match std::env::var_os(cordon::patch::APPLIER_ENV) {
+        Some(_) => PatchRuntime::locate()?,
+        None => PatchRuntime::new(
+            std::env::current_exe().context("cannot find the running cordon binary")?,
+        ),
+    };
+    // The person's own commands: no helper, the server's timeout, the session's snapshot.
+    let user_shell = UserShell::with_runtime(
+        Sandbox::without_helper()
+            .with_timeout(args.timeout.unwrap_or(cordon::exec::DEFAULT_TIMEOUT)),
+    );
+    let manager = ProcessManager::new(sandbox.clone()).with_max_live(args.max_processes);
+    let service = ExecService::new(session, manager, shell, limits).with_patches(patches, sandbox);
+    Ok(if args.no_user_shell {
+        service
+    } else {
+        service.with_user_shell(user_shell, !args.no_snapshot)
+    })
 }
 
 /// Which protocol.

@@ -610,6 +610,18 @@ impl Session {
 
     /// The snapshot to wrap `argv` with: made on first use of each shell binary, outside the
     /// sandbox, on a blocking thread (it runs the user's login shell, up to two timeouts).
+    /// The session's snapshot of `shell` (made on first use, with the same trust checks as for
+    /// the session's own commands), for a caller that runs that shell itself: the user-shell
+    /// path of a server replays the same login environment.
+    pub async fn shell_snapshot(&mut self, shell: &Path) -> Option<(SnapshotRef, Arc<Vec<u8>>)> {
+        let argv = [
+            shell.as_os_str().to_os_string(),
+            "-lc".into(),
+            OsString::new(),
+        ];
+        self.snapshot_for(&argv).await
+    }
+
     async fn snapshot_for(&mut self, argv: &[OsString]) -> Option<(SnapshotRef, Arc<Vec<u8>>)> {
         if !self.opts.snapshots {
             return None;

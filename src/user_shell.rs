@@ -160,8 +160,9 @@ pub struct UserShellParams {
     pub call_id: String,
     /// The command as the person typed it.
     pub command: String,
-    /// Where it runs (absolute).
-    pub cwd: PathBuf,
+    /// Where it runs: absent for the server's working directory, relative to it when relative.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
     /// The shell; absent for the person's own.
     #[serde(default)]
     pub shell: Option<PathBuf>,
@@ -171,9 +172,14 @@ pub struct UserShellParams {
 }
 
 impl UserShellParams {
-    /// The request these parameters describe (the cancellation token is the server's to keep).
-    pub fn into_request(self) -> UserShellRequest {
-        let mut request = UserShellRequest::new(self.call_id, self.command, self.cwd);
+    /// The request these parameters describe, with `cwd` taken from `base` when absent or
+    /// relative (the cancellation token is the server's to keep).
+    pub fn into_request(self, base: &Path) -> UserShellRequest {
+        let cwd = match self.cwd {
+            Some(dir) => base.join(dir),
+            None => base.to_path_buf(),
+        };
+        let mut request = UserShellRequest::new(self.call_id, self.command, cwd);
         request.shell = self.shell;
         request.timeout = self.timeout_ms.map(Duration::from_millis);
         request
@@ -578,7 +584,7 @@ mod tests {
             r#"{"call_id":"c","command":"ls","cwd":"/w","shell":"/bin/zsh","timeout_ms":1500}"#,
         )
         .expect("params");
-        let request = params.into_request();
+        let request = params.into_request(Path::new("/base"));
         assert_eq!(
             (
                 request.call_id.as_str(),
@@ -590,6 +596,19 @@ mod tests {
         assert_eq!(request.shell.as_deref(), Some(Path::new("/bin/zsh")));
         assert_eq!(request.timeout, Some(Duration::from_millis(1500)));
         assert!(!request.env.drop_secrets);
+        // Absent or relative: from the server's working directory.
+        let params: UserShellParams =
+            serde_json::from_str(r#"{"call_id":"c","command":"ls"}"#).expect("params");
+        assert_eq!(
+            params.into_request(Path::new("/base")).cwd,
+            Path::new("/base")
+        );
+        let params: UserShellParams =
+            serde_json::from_str(r#"{"call_id":"c","command":"ls","cwd":"sub"}"#).expect("params");
+        assert_eq!(
+            params.into_request(Path::new("/base")).cwd,
+            Path::new("/base/sub")
+        );
         assert!(serde_json::from_str::<UserShellParams>(
             r#"{"call_id":"c","command":"ls","cwd":"/w","x":1}"#
         )

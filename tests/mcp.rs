@@ -22,9 +22,16 @@ struct Client {
 
 impl Client {
     fn start(tree: &Tree) -> Client {
-        let mut child = tree
-            .cordon()
-            .arg("mcp")
+        Client::start_with(tree, &[], &[])
+    }
+
+    fn start_with(tree: &Tree, extra: &[&str], env: &[(&str, &str)]) -> Client {
+        let mut command = tree.cordon();
+        command.arg("mcp").args(extra);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -109,8 +116,8 @@ fn an_mcp_client_initialises_lists_the_tools_and_calls_them() {
     let tools = client.request("tools/list", json!({}));
     let list = tools["result"]["tools"].as_array().expect("tools").clone();
     let names: Vec<&str> = list.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["exec_command", "write_stdin"]);
-    let exec = &list[0];
+    assert_eq!(names, ["apply_patch", "exec_command", "write_stdin"]);
+    let exec = &list[1];
     assert_eq!(exec["inputSchema"]["required"], json!(["cmd"]));
     assert_eq!(exec["inputSchema"]["additionalProperties"], json!(false));
     assert_eq!(
@@ -129,7 +136,7 @@ fn an_mcp_client_initialises_lists_the_tools_and_calls_them() {
             "{promise:?} not in {description:?}"
         );
     }
-    assert_eq!(list[1]["inputSchema"]["required"], json!(["process_id"]));
+    assert_eq!(list[2]["inputSchema"]["required"], json!(["process_id"]));
 
     // A command, and the cwd it leaves for the next one.
     std::fs::create_dir(tree.cwd.join("sub")).unwrap();
@@ -296,4 +303,249 @@ fn a_denial_is_put_to_the_user_by_elicitation_and_retried_with_exactly_that_gran
 
     drop(client.stdin);
     assert!(client.child.wait().unwrap().success());
+}
+
+impl Client {
+    /// initialize with elicitation offered, then initialized.
+    fn initialise_with_elicitation(&mut self) {
+        let init = self.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "cordon-test", "version": "0"},
+            }),
+        );
+        assert!(init["result"].is_object(), "{init}");
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// Calls `tool`, answering every elicitation with `answer(message)`; returns the messages
+    /// asked and the result's text.
+    fn call_answering(
+        &mut self,
+        tool: &str,
+        arguments: Value,
+        mut answer: impl FnMut(&str) -> bool,
+    ) -> (Vec<String>, String) {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}));
+        let mut asked = Vec::new();
+        loop {
+            let message = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("a message within 60 s");
+            if message["method"] == json!("elicitation/create") {
+                let text = message["params"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let approve = answer(&text);
+                asked.push(text);
+                self.send(json!({"jsonrpc": "2.0", "id": message["id"],
+                    "result": {"action": "accept", "content": {"approve": approve}}}));
+                continue;
+            }
+            if message["id"] == json!(id) {
+                let text = message["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                return (asked, text);
+            }
+        }
+    }
+}
+
+#[test]
+fn apply_patch_through_mcp_applies_and_a_denied_write_is_elicited_and_retried() {
+    let tree = Tree::new();
+    let w = &tree.cwd;
+    std::fs::write(w.join("a.txt"), "one\ntwo\n").expect("write");
+    let mut client = Client::start(&tree);
+    client.initialise_with_elicitation();
+
+    let tools = client.request("tools/list", json!({}));
+    let list = tools["result"]["tools"].as_array().expect("tools").clone();
+    let patch_tool = list
+        .iter()
+        .find(|t| t["name"] == json!("apply_patch"))
+        .expect("an apply_patch tool");
+    assert_eq!(patch_tool["inputSchema"]["required"], json!(["patch"]));
+    assert_eq!(
+        patch_tool["inputSchema"]["additionalProperties"],
+        json!(false)
+    );
+    let description = patch_tool["description"].as_str().expect("description");
+    for promise in [
+        "*** Begin Patch",
+        "*** Update File:",
+        "@@",
+        "Denied by the sandbox",
+    ] {
+        assert!(
+            description.contains(promise),
+            "{promise:?} not in {description:?}"
+        );
+    }
+
+    // A normal patch: the diff in the result, the file changed on disk.
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n-two\n+2\n*** End Patch\n";
+    let (asked, text) = client.call_answering("apply_patch", json!({"patch": patch}), |_| {
+        panic!("nothing to approve")
+    });
+    assert!(asked.is_empty());
+    assert!(
+        text.starts_with("Patch applied.\nFiles changed:\nM "),
+        "{text}"
+    );
+    assert!(text.contains("-two\n+2\n"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(w.join("a.txt")).expect("a"),
+        "one\n2\n"
+    );
+
+    // Outside the roots, declined: reported with the grant, nothing written outside.
+    let declined = tree.root.join("declined");
+    std::fs::create_dir(&declined).expect("mkdir");
+    let patch = format!(
+        "*** Begin Patch\n*** Add File: {}\n+x\n*** End Patch\n",
+        declined.join("f").display()
+    );
+    let (asked, text) = client.call_answering("apply_patch", json!({"patch": patch}), |_| false);
+    assert_eq!(asked.len(), 1, "{text}");
+    assert!(
+        asked[0].contains(&format!("--writable {}", declined.display())),
+        "{asked:?}"
+    );
+    assert!(text.starts_with("Patch not fully applied.\n"), "{text}");
+    assert!(text.contains("Denied by the sandbox:\n- "), "{text}");
+    assert!(text.contains("approval: denied"), "{text}");
+    assert!(text.contains("No file was changed."), "{text}");
+    assert!(!declined.join("f").exists());
+
+    // Approved: applied with exactly that directory.
+    let granted = tree.root.join("granted");
+    std::fs::create_dir(&granted).expect("mkdir");
+    let patch = format!(
+        "*** Begin Patch\n*** Add File: {}\n+yes\n*** End Patch\n",
+        granted.join("f").display()
+    );
+    let (asked, text) = client.call_answering("apply_patch", json!({"patch": patch}), |_| true);
+    assert_eq!(asked.len(), 1, "{text}");
+    assert!(text.starts_with("Patch applied.\n"), "{text}");
+    assert!(text.contains("approval: approved"), "{text}");
+    assert!(
+        text.contains(&format!("A {}\n", granted.join("f").display())),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(granted.join("f")).expect("granted"),
+        "yes\n"
+    );
+    assert!(!declined.join("f").exists());
+
+    // Malformed: a tool error naming the line, nothing touched.
+    let (error, text) = client.call_tool(
+        "apply_patch",
+        json!({"patch": "*** Begin Patch\n*** Add File: y.txt\nno plus\n*** End Patch\n"}),
+    );
+    assert!(error, "{text}");
+    assert!(text.contains("line 3"), "{text}");
+    assert!(!w.join("y.txt").exists());
+    drop(client.stdin);
+    assert!(client.child.wait().expect("wait").success());
+}
+
+/// A one-answer-per-connection HTTP server on the host's loopback, counting connections.
+fn upstream() -> (u16, std::sync::Arc<std::sync::Mutex<usize>>) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let count = std::sync::Arc::new(std::sync::Mutex::new(0));
+    let seen = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            *seen.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+            );
+        }
+    });
+    (port, count)
+}
+
+#[test]
+fn network_hosts_are_put_to_the_user_by_elicitation_while_the_command_runs() {
+    if !common::userns_available() {
+        eprintln!("SKIPPED: proxy mode needs user namespaces");
+        return;
+    }
+    let tree = Tree::new();
+    let (port, connections) = upstream();
+    let hosts = tree.root.join("hosts");
+    std::fs::write(&hosts, "127.0.0.1 granted.test refused.test\n").expect("hosts");
+    let mut client = Client::start_with(
+        &tree,
+        &["--network", "proxy"],
+        &[("CORDON_PROXY_HOSTS", hosts.to_str().expect("utf-8"))],
+    );
+    client.initialise_with_elicitation();
+    let cmd = format!(
+        "for h in granted.test granted.test refused.test; do echo \"$h $(curl -s -m 30 -o /dev/null -w '%{{http_code}}' http://$h:{port}/)\"; done"
+    );
+    let (asked, text) = client.call_answering("exec_command", json!({"cmd": cmd}), |message| {
+        message.contains(&format!("granted.test:{port}"))
+    });
+    assert_eq!(asked.len(), 2, "{asked:?}\n{text}");
+    assert!(
+        asked[0].contains(&format!("granted.test:{port}")),
+        "{asked:?}"
+    );
+    assert!(
+        asked[1].contains(&format!("refused.test:{port}")),
+        "{asked:?}"
+    );
+    assert!(
+        text.ends_with("Output:\ngranted.test 200\ngranted.test 200\nrefused.test 403\n"),
+        "{text}"
+    );
+    assert_eq!(*connections.lock().unwrap_or_else(|e| e.into_inner()), 2);
+
+    // Remembered for the session: asked by nobody the second time.
+    let (asked, text) = client.call_answering("exec_command", json!({"cmd": cmd}), |_| {
+        panic!("asked twice")
+    });
+    assert!(asked.is_empty());
+    assert!(
+        text.ends_with("Output:\ngranted.test 200\ngranted.test 200\nrefused.test 403\n"),
+        "{text}"
+    );
+    assert_eq!(*connections.lock().unwrap_or_else(|e| e.into_inner()), 4);
+
+    // A command that fails on the refused host is denied, and the user is not asked about
+    // the same host again after the run.
+    let (asked, text) = client.call_answering(
+        "exec_command",
+        json!({"cmd": format!("curl -sS -f -m 20 http://refused.test:{port}/")}),
+        |_| panic!("asked twice"),
+    );
+    assert!(asked.is_empty());
+    assert!(
+        text.contains("(denied)\nDenied by the sandbox:\n- "),
+        "{text}"
+    );
+    assert!(
+        text.contains("approval: denied (the client refused these hosts while the command ran)"),
+        "{text}"
+    );
+    assert_eq!(*connections.lock().unwrap_or_else(|e| e.into_inner()), 4);
+    drop(client.stdin);
+    assert!(client.child.wait().expect("wait").success());
 }

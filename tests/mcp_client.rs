@@ -44,8 +44,8 @@ async fn the_sdk_client_handshakes_lists_and_calls_the_tools() {
 
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["exec_command", "write_stdin"]);
-    let schema = Value::Object((*tools[0].input_schema).clone());
+    assert_eq!(names, ["apply_patch", "exec_command", "write_stdin"]);
+    let schema = Value::Object((*tools[1].input_schema).clone());
     assert_eq!(schema["required"], json!(["cmd"]));
     assert_eq!(
         schema["properties"]["yield_time_ms"]["type"],

@@ -277,6 +277,7 @@ fn the_python_agent_example_runs_against_the_server() {
     );
     for expected in [
         "build: success",
+        "patch: applied (modified main.py)",
         "denied write, asking: --writable",
         "retry after approval: success",
         "repl answered: 42",
@@ -290,5 +291,9 @@ fn the_python_agent_example_runs_against_the_server() {
     assert_eq!(
         std::fs::read_to_string(tree.outside.join("report.txt")).unwrap(),
         "report\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tree.cwd.join("main.py")).unwrap(),
+        "print('built and patched')\n"
     );
 }

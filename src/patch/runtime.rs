@@ -74,19 +74,29 @@ impl PatchRequest {
 pub struct ApplyPatchParams {
     /// The patch text.
     pub patch: String,
-    /// The directory relative paths are taken from.
-    pub cwd: PathBuf,
+    /// The directory relative paths are taken from: absent for the server's working
+    /// directory, relative to it when relative.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
     /// Timeout in milliseconds; absent for the runtime's default.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
 }
 
 impl ApplyPatchParams {
-    /// The request, under `policy`.
-    pub fn into_request(self, policy: Option<SandboxPolicy>) -> PatchRequest {
+    /// The request, under `policy`, with `cwd` taken from `base` when absent or relative.
+    pub fn into_request(
+        self,
+        policy: Option<SandboxPolicy>,
+        base: &std::path::Path,
+    ) -> PatchRequest {
+        let cwd = match self.cwd {
+            Some(dir) => base.join(dir),
+            None => base.to_path_buf(),
+        };
         PatchRequest {
             timeout: self.timeout_ms.map(Duration::from_millis),
-            ..PatchRequest::new(self.patch, self.cwd, policy)
+            ..PatchRequest::new(self.patch, cwd, policy)
         }
     }
 }
@@ -283,9 +293,15 @@ mod tests {
         let params: ApplyPatchParams =
             serde_json::from_str(r#"{"patch":"*** Begin Patch","cwd":"/w","timeout_ms":20}"#)
                 .expect("params");
-        let request = params.into_request(None);
+        let request = params.into_request(None, std::path::Path::new("/base"));
         assert_eq!(request.patch, "*** Begin Patch");
         assert_eq!(request.cwd, PathBuf::from("/w"));
+        let params: ApplyPatchParams =
+            serde_json::from_str(r#"{"patch":"","cwd":"sub"}"#).expect("params");
+        assert_eq!(
+            params.into_request(None, std::path::Path::new("/base")).cwd,
+            PathBuf::from("/base/sub")
+        );
         assert_eq!(request.timeout, Some(Duration::from_millis(20)));
         assert!(
             serde_json::from_str::<ApplyPatchParams>(r#"{"patch":"","cwd":"/w","policy":{}}"#)

@@ -1,9 +1,15 @@
 //! `cordon serve`: JSON-RPC 2.0 over a byte stream (stdin/stdout), one message per line.
 //!
-//! Requests from the client: `exec`, `write_stdin`, `kill`, `list` (see [`super`] for their
-//! parameters and results). A request from the server: `approve`, sent while an `exec` whose
-//! command was denied waits; the client answers `{"decision": "approve" | "deny"}` and the
-//! server runs the command once more with exactly what the denials name, or not.
+//! Requests from the client: `exec`, `write_stdin`, `kill`, `list`, `user_shell`,
+//! `user_shell_cancel`, `apply_patch` (see [`super`] for their parameters and results).
+//! Requests from the server, answered by the client with `{"decision": "approve" | "deny"}`:
+//! - `approve`, sent while an `exec` or `apply_patch` whose first attempt was denied waits;
+//!   approved, the server runs it once more with exactly what the denials name;
+//! - `approve_network {host, port}`, sent while a command in proxy mode waits on a connection
+//!   to a host outside `network.allow` (asked once per host and port per session).
+//!
+//! A notification from the server: `user_shell_event`, each event of a running `user_shell`
+//! command (`begin`, `output_delta`, `end`), all sent before its reply.
 //!
 //! Robustness: every line is handled on its own; a line that is not JSON, not a JSON-RPC 2.0
 //! request, names an unknown method, or carries unknown fields gets a JSON-RPC error and
@@ -11,7 +17,7 @@
 //! server and kills every process it holds.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,10 +27,13 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWr
 use tokio::sync::oneshot;
 
 use super::{
-    ApprovalAnswer, ApprovalClient, ExecParams, ExecService, KillParams, ListParams, ServiceError,
-    WriteParams,
+    ApprovalAnswer, ApprovalClient, CancelParams, ExecParams, ExecService, KillParams, ListParams,
+    ServiceError, WriteParams,
 };
+use crate::network::NetworkApprovals;
 use crate::orchestrator::ApprovalRequest;
+use crate::patch::ApplyPatchParams;
+use crate::user_shell::UserShellParams;
 
 /// The longest line read; a longer one is answered with an error and skipped.
 pub const MAX_LINE: usize = 8 << 20;
@@ -39,6 +48,8 @@ mod code {
     pub const INVALID_PARAMS: i64 = -32602;
     /// The process manager refused (unknown process, no stdin, ...).
     pub const PROCESS_ERROR: i64 = -32001;
+    /// The server cannot do this at all (no patch applier).
+    pub const UNAVAILABLE: i64 = -32002;
 }
 
 type Writer = Arc<tokio::sync::Mutex<Box<dyn AsyncWrite + Unpin + Send>>>;
@@ -63,6 +74,8 @@ struct ClientApprover {
     out: Writer,
     waiters: Waiters,
     counter: Arc<AtomicU64>,
+    /// Set at end of input: no answer can come any more, so every question is a deny at once.
+    closed: Arc<AtomicBool>,
 }
 
 #[derive(Deserialize)]
@@ -73,6 +86,19 @@ struct ApprovalResult {
 
 impl ApprovalClient for ClientApprover {
     async fn ask(&self, ask: &ApprovalRequest) -> ApprovalAnswer {
+        let grants: Vec<&str> = ask.denials.iter().map(|d| d.allow_with.as_str()).collect();
+        let params = json!({
+            "command": ask.argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
+            "denials": ask.denials,
+            "grant": grants,
+        });
+        self.request("approve", params).await
+    }
+}
+
+impl ClientApprover {
+    /// Puts one question to the client and waits for its decision.
+    async fn request(&self, method: &str, params: Value) -> ApprovalAnswer {
         let id = format!(
             "approve-{}",
             self.counter.fetch_add(1, Ordering::SeqCst) + 1
@@ -82,19 +108,18 @@ impl ApprovalClient for ClientApprover {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.clone(), tx);
-        let grants: Vec<&str> = ask.denials.iter().map(|d| d.allow_with.as_str()).collect();
+        // Checked after the waiter is in: the end of input sets the flag before it drops the
+        // waiters, so a question is either dropped there or refused here.
+        if self.closed.load(Ordering::SeqCst) {
+            self.waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            return ApprovalAnswer::Deny;
+        }
         send(
             &self.out,
-            &json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "method": "approve",
-                "params": {
-                    "command": ask.argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
-                    "denials": ask.denials,
-                    "grant": grants,
-                },
-            }),
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
         )
         .await;
         let answer = tokio::time::timeout(APPROVAL_TIMEOUT, rx).await;
@@ -129,7 +154,19 @@ where
         out: Arc::clone(&out),
         waiters: Arc::clone(&waiters),
         counter: Arc::new(AtomicU64::new(0)),
+        closed: Arc::new(AtomicBool::new(false)),
     };
+    // Hosts outside `network.allow` are put to this client while the command waits on them.
+    let asker = approver.clone();
+    service.route_network_approvals(move || {
+        NetworkApprovals::new(move |request| {
+            let asker = asker.clone();
+            async move {
+                let params = json!({"host": request.host, "port": request.port});
+                asker.request("approve_network", params).await == ApprovalAnswer::Approve
+            }
+        })
+    });
     let mut input = input;
     let mut tasks = tokio::task::JoinSet::new();
     loop {
@@ -281,7 +318,11 @@ where
         // Reap finished handlers as we go, so the set stays small.
         while tasks.try_join_next().is_some() {}
     }
-    // End of input: answer what is in flight, then return.
+    // End of input: questions to the client are denied (no answer can come), the person's
+    // commands are stopped, what is in flight is answered, then the server returns.
+    approver.closed.store(true, Ordering::SeqCst);
+    waiters.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    service.cancel_all_user_shells();
     while tasks.join_next().await.is_some() {}
 }
 
@@ -297,6 +338,8 @@ fn service_error(e: ServiceError) -> (i64, String) {
     match e {
         ServiceError::InvalidParams(m) => (code::INVALID_PARAMS, m),
         ServiceError::Manager(m) => (code::PROCESS_ERROR, m.to_string()),
+        e @ ServiceError::UnknownCall(_) => (code::PROCESS_ERROR, e.to_string()),
+        ServiceError::Unavailable(m) => (code::UNAVAILABLE, m),
     }
 }
 
@@ -332,9 +375,41 @@ async fn handle(
             let _: ListParams = params(value)?;
             Ok(json!({"processes": to_value(&service.list())?}))
         }
+        "user_shell" => {
+            let p: UserShellParams = params(value)?;
+            let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+            let out = Arc::clone(&approver.out);
+            let forward = tokio::spawn(async move {
+                while let Some(event) = rx.recv().await {
+                    let params = serde_json::to_value(&event).unwrap_or_default();
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "method": "user_shell_event", "params": params}),
+                    )
+                    .await;
+                }
+            });
+            let reply = service.user_shell(p, tx).await;
+            // Every event is on the wire before the reply (the sender is gone with the run).
+            let _ = forward.await;
+            to_value(&reply.map_err(service_error)?)
+        }
+        "user_shell_cancel" => {
+            let p: CancelParams = params(value)?;
+            service.cancel_user_shell(p).map_err(service_error)?;
+            Ok(json!({"cancelled": true}))
+        }
+        "apply_patch" => {
+            let p: ApplyPatchParams = params(value)?;
+            Ok(service
+                .apply_patch(p, approver)
+                .await
+                .map_err(service_error)?
+                .to_json())
+        }
         other => Err((
             code::METHOD_NOT_FOUND,
-            format!("unknown method {other:?} (exec, write_stdin, kill, list)"),
+            format!("unknown method {other:?} (exec, write_stdin, kill, list, user_shell, user_shell_cancel, apply_patch)"),
         )),
     }
 }

@@ -1,9 +1,11 @@
 //! `cordon mcp`: the service as an MCP server over stdio, built on the official Rust SDK
-//! (`rmcp`). Two tools, `exec_command` and `write_stdin`, whose descriptions are written for
-//! the model that calls them. A denial is put to the user through MCP elicitation when the
-//! client offers it (form mode): accepted, the command runs once more with exactly the grant
-//! shown, as `cordon serve` does. Without elicitation (or declined) the denial comes back in
-//! the result with that grant, for the model to put to its user.
+//! (`rmcp`). Three tools, `exec_command`, `write_stdin` and `apply_patch`, whose descriptions
+//! are written for the model that calls them. A denial is put to the user through MCP
+//! elicitation when the client offers it (form mode): accepted, the command (or the rest of the
+//! patch) runs once more with exactly the grant shown, as `cordon serve` does. Without
+//! elicitation (or declined) the denial comes back in the result with that grant, for the
+//! model to put to its user. In proxy mode a host outside `network.allow` is put to the user
+//! the same way while the command waits on it, once per host and port per session.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -17,10 +19,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{
-    ApprovalAnswer, ApprovalClient, ExecParams, ExecReply, ExecService, ServiceError, WriteParams,
+    ApprovalAnswer, ApprovalClient, ExecParams, ExecReply, ExecService, PatchReply, ServiceError,
+    WriteParams,
 };
 use crate::exec::Outcome;
+use crate::network::NetworkApprovals;
 use crate::orchestrator::ApprovalRequest;
+use crate::patch::{ApplyPatchParams, ChangeKind};
 
 /// How long the user may take to answer an approval.
 const APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -68,6 +73,37 @@ impl ApprovalClient for ElicitApprover {
             }
         }
     }
+}
+
+/// The user's answer about one network host, asked while the command waits on it.
+async fn elicit_network(peer: rmcp::Peer<rmcp::RoleServer>, host: String, port: u16) -> bool {
+    let message = format!(
+        "A sandboxed command is connecting to {host}:{port}, which is not among the allowed \
+         hosts. Let it through? The answer holds for {host}:{port} for the rest of this session."
+    );
+    match peer
+        .elicit_with_timeout::<ApprovalForm>(message, Some(APPROVAL_TIMEOUT))
+        .await
+    {
+        Ok(Some(ApprovalForm { approve: true })) => true,
+        Ok(_) => false,
+        Err(e) => {
+            tracing::info!("mcp: no network approval for {host}:{port} ({e}); refused");
+            false
+        }
+    }
+}
+
+/// `apply_patch`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyPatchArgs {
+    /// The patch, from "*** Begin Patch" to "*** End Patch".
+    pub patch: String,
+    /// Directory that relative paths in the patch are taken from. Leave it out to use the
+    /// session's current directory.
+    #[serde(default)]
+    pub workdir: Option<String>,
 }
 
 /// `exec_command`'s arguments.
@@ -152,8 +188,31 @@ If the command is still running after yield_time_ms, the result gives a process_
             stdin: args.keep_stdin_open.unwrap_or(false),
             ..ExecParams::default()
         };
+        self.route_network_approvals(&peer);
         Ok(render(
             self.service.exec(params, &ElicitApprover(peer)).await,
+        ))
+    }
+
+    #[tool(
+        description = "Edit files by patch, in cordon's sandbox: the edits are made under the same rules as exec_command's commands, so a file outside the writable directories is refused. \
+The patch format: a line `*** Begin Patch`, then for each file one of `*** Add File: PATH` followed by its lines each prefixed with `+`; `*** Delete File: PATH`; or `*** Update File: PATH` (optionally followed by `*** Move to: NEWPATH`) followed by hunks, each starting with a line `@@` (optionally `@@ TEXT` naming a line such as a function header just above the hunk) and made of context lines prefixed with a space, removed lines prefixed with `-` and added lines prefixed with `+`; then `*** End Patch`. Relative paths are taken from workdir or the session's current directory. Give about three lines of context around each change; leading and trailing whitespace differences in context lines are tolerated. \
+A malformed patch is refused before anything is touched, with the line that is wrong. A hunk whose context is not found leaves that file unchanged. The result lists every file actually changed (added, modified, deleted, moved) with a unified diff, also when the patch stopped part way. When the sandbox refuses a write, the user may be asked whether to allow exactly that directory, and the rest of the patch is then applied; otherwise the result says `Denied by the sandbox` with the flag that would allow it."
+    )]
+    async fn apply_patch(
+        &self,
+        peer: rmcp::Peer<rmcp::RoleServer>,
+        Parameters(args): Parameters<ApplyPatchArgs>,
+    ) -> Result<CallToolResult, rmcp::ErrorData> {
+        let params = ApplyPatchParams {
+            patch: args.patch,
+            cwd: args.workdir.map(PathBuf::from),
+            timeout_ms: None,
+        };
+        Ok(render_patch(
+            self.service
+                .apply_patch(params, &ElicitApprover(peer))
+                .await,
         ))
     }
 
@@ -178,6 +237,19 @@ Include the newline to submit a line (\"print(1)\\n\"). The result says whether 
     }
 }
 
+impl CordonMcp {
+    /// The first tool call's peer asks the user about network hosts for the whole session
+    /// (the connection, and so the peer, lasts as long as the session).
+    fn route_network_approvals(&self, peer: &rmcp::Peer<rmcp::RoleServer>) {
+        let peer = peer.clone();
+        self.service.route_network_approvals(move || {
+            NetworkApprovals::new(move |request| {
+                elicit_network(peer.clone(), request.host, request.port)
+            })
+        });
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CordonMcp {
     fn get_info(&self) -> ServerConfig {
@@ -185,8 +257,9 @@ impl ServerHandler for CordonMcp {
             .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
             .with_instructions(
             "cordon runs shell commands in a Landlock + seccomp sandbox. exec_command runs one; \
-             write_stdin talks to one that is still running. A denial is put to the user for \
-             approval when the client supports elicitation, and reported otherwise.",
+             write_stdin talks to one that is still running; apply_patch edits files under the \
+             same rules. A denial is put to the user for approval when the client supports \
+             elicitation, and reported otherwise.",
         )
     }
 }
@@ -264,6 +337,68 @@ fn render(reply: Result<ExecReply, ServiceError>) -> CallToolResult {
         let _ = writeln!(text, "Output:");
     }
     text.push_str(&reply.output);
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+/// The patch result as a model reads it: a status line, the denials, the files changed with
+/// their diffs.
+fn render_patch(reply: Result<PatchReply, ServiceError>) -> CallToolResult {
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(e) => return CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+    };
+    let report = &reply.report;
+    let mut text = String::new();
+    if report.applied() {
+        let _ = writeln!(text, "Patch applied.");
+    } else {
+        let _ = writeln!(text, "Patch not fully applied.");
+        if let Some(failure) = &report.failure {
+            let _ = writeln!(
+                text,
+                "Stopped at operation {} ({}): {}",
+                failure.index + 1,
+                failure.path,
+                failure.message
+            );
+        }
+        if let Outcome::Denied { denials, .. } = &report.run.last().outcome {
+            let _ = writeln!(text, "Denied by the sandbox:");
+            for d in denials {
+                let _ = writeln!(text, "- {d}");
+            }
+        }
+    }
+    if let Some(approval) = &reply.approval {
+        let _ = writeln!(
+            text,
+            "The first attempt was denied; approval: {}{}",
+            approval.decision,
+            approval
+                .reason
+                .as_ref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        );
+    }
+    if report.changes.is_empty() {
+        let _ = writeln!(text, "No file was changed.");
+    } else {
+        let _ = writeln!(text, "Files changed:");
+    }
+    for change in &report.changes {
+        let line = match (change.kind, &change.move_to) {
+            (ChangeKind::Moved, Some(to)) => format!("R {} -> {to}", change.path),
+            (ChangeKind::Added, _) => format!("A {}", change.path),
+            (ChangeKind::Deleted, _) => format!("D {}", change.path),
+            _ => format!("M {}", change.path),
+        };
+        let _ = writeln!(text, "{line}");
+        text.push_str(&change.diff);
+        if !change.diff.is_empty() && !change.diff.ends_with('\n') {
+            text.push('\n');
+        }
+    }
     CallToolResult::success(vec![ContentBlock::text(text)])
 }
 

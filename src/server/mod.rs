@@ -8,6 +8,12 @@
 //! Every command runs through the one supervisor; this module only translates requests and
 //! results and keeps what a process needs until it exits (its cwd report, the request to
 //! retry).
+//!
+//! Beside sandboxed commands the service runs the person's own commands ([`ExecService::user_shell`],
+//! unconfined on purpose, see [`crate::user_shell`]), patches ([`ExecService::apply_patch`], the
+//! applier confined by the session's policy, its denials through the same approval rule), and,
+//! with `network.mode = "proxy"`, routes hosts outside `network.allow` to the client while the
+//! command runs ([`ExecService::route_network_approvals`]), once per host and port per session.
 
 pub mod jsonrpc;
 pub mod mcp;
@@ -20,14 +26,24 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use cordon_sandbox::SandboxPolicy;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
 use crate::classify::{classify_result, Denial, Operation};
 use crate::exec::limits::Limits;
 use crate::exec::process_manager::{
     ManagerError, ProcessId, ProcessInfo, ProcessIo, ProcessManager, ProcessStatus, Response,
 };
-use crate::exec::{EnvPolicy, ExecRequest, ExecResult, Outcome, StdinSource, WindowSize};
-use crate::orchestrator::{widen, ApprovalRequest, Decision};
+use crate::exec::{EnvPolicy, ExecRequest, ExecResult, Outcome, Sandbox, StdinSource, WindowSize};
+use crate::network::NetworkApprovals;
+use crate::orchestrator::{widen, ApprovalRequest, Approver, Decision, Orchestrator};
+use crate::patch::{ApplyPatchParams, PatchError, PatchReport, PatchRuntime};
 use crate::session::{CwdReport, Session, SessionRequest};
+use crate::user_shell::{history_record, UserShell, UserShellEnd, UserShellEvent, UserShellParams};
+
+/// What the history record of a user-shell command keeps of its output (head and tail).
+pub const USER_SHELL_HISTORY_BUDGET: usize = 10 * 1024;
 
 /// The longest a single call may wait for output.
 pub const MAX_YIELD: Duration = Duration::from_secs(300);
@@ -168,6 +184,70 @@ pub enum ServiceError {
     /// The process manager refused.
     #[error(transparent)]
     Manager(#[from] ManagerError),
+    /// The request names a user-shell command that is not running.
+    #[error("no running user_shell command has call_id {0:?}")]
+    UnknownCall(String),
+    /// This server cannot do what was asked (no patch applier was found).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// `user_shell_cancel`: stop a running user-shell command.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelParams {
+    /// The `call_id` the `user_shell` request gave.
+    pub call_id: String,
+}
+
+/// How a user-shell command ended, and the record of it for the model's history.
+#[derive(Debug, Clone, Serialize)]
+pub struct UserShellReply {
+    /// The end, as the last event carried it.
+    #[serde(flatten)]
+    pub end: UserShellEnd,
+    /// The `<user_shell_command>` record: the command as typed, exit code, duration and the
+    /// output truncated head and tail to [`USER_SHELL_HISTORY_BUDGET`].
+    pub history: String,
+}
+
+/// What happened to a patch whose first attempt was denied.
+#[derive(Debug, Clone, Serialize)]
+pub struct PatchApproval {
+    /// `approved` (the rest of the patch ran again with exactly the grant), `denied`, or
+    /// `not_grantable`.
+    pub decision: &'static str,
+    /// True when the decision came from an earlier answer for the same denials.
+    pub cached: bool,
+    /// Why nothing was granted.
+    pub reason: Option<String>,
+}
+
+/// What `apply_patch` returns.
+#[derive(Debug, Clone)]
+pub struct PatchReply {
+    /// Every change over both attempts, the failure, the last attempt's run.
+    pub report: PatchReport,
+    /// When the first attempt was denied: what was decided.
+    pub approval: Option<PatchApproval>,
+}
+
+impl PatchReply {
+    /// The wire form: [`PatchReport::to_json`] with `approval` and `not_enforced` added.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = self.report.to_json();
+        if let Some(object) = value.as_object_mut() {
+            object.insert(
+                "approval".into(),
+                serde_json::to_value(&self.approval).unwrap_or_default(),
+            );
+            object.insert(
+                "not_enforced".into(),
+                serde_json::json!(not_enforced(self.report.run.last())),
+            );
+        }
+        value
+    }
 }
 
 /// What an answer covers: the exact set of denials (operation, target, rule).
@@ -187,6 +267,19 @@ pub struct ExecService {
     pending: Mutex<HashMap<ProcessId, Pending>>,
     /// Whether each set of denials was approved.
     approvals: Mutex<HashMap<ApprovalKey, bool>>,
+    /// Runs the person's own commands, when the server offers them (off unless set: full
+    /// access is for a client that keeps the person's commands apart from the model's);
+    /// `user_shell_snapshots` says whether the session's shell snapshot wraps them.
+    user_shell: Option<UserShell>,
+    user_shell_snapshots: bool,
+    /// The user-shell commands running now, by call id, to cancel them.
+    user_shell_calls: Mutex<HashMap<String, CancellationToken>>,
+    /// The patch applier and the runtime it runs through (one-shot, not the process manager:
+    /// a patch never waits for input).
+    patches: Option<(PatchRuntime, Sandbox)>,
+    /// Where the proxy sends unlisted hosts while a command runs: set once per session by the
+    /// server that has a client to ask, so its answers are the session's.
+    network_approvals: std::sync::OnceLock<NetworkApprovals>,
 }
 
 impl std::fmt::Debug for ExecService {
@@ -235,6 +328,50 @@ fn decide(answer: ApprovalAnswer, ask: &ApprovalRequest) -> Result<Decision, Str
     }
 }
 
+/// What the approval rule concluded for one denied run.
+enum Verdict {
+    /// Run again under exactly this policy.
+    Grant(Box<SandboxPolicy>),
+    /// Do not run again; the reason when it is not simply the client's answer.
+    Deny(Option<String>),
+    /// Approved, but nothing can be granted exactly as shown.
+    NotGrantable(String),
+}
+
+/// The approval rule as the orchestrator's [`Approver`], for the patch runtime: the same
+/// client, the same remembered answers and the same checks as `exec`.
+struct ServiceApprover<'a, A> {
+    service: &'a ExecService,
+    client: &'a A,
+    reached: Mutex<Option<PatchApproval>>,
+}
+
+impl<A: ApprovalClient + Sync> Approver for ServiceApprover<'_, A> {
+    async fn decide(&self, ask: &ApprovalRequest) -> Decision {
+        let (verdict, cached) = self.service.judge(ask, self.client).await;
+        let (decision, reason, answer) = match verdict {
+            Verdict::Grant(wider) => ("approved", None, Decision::RetryWith(*wider)),
+            Verdict::Deny(reason) => ("denied", reason, Decision::Deny),
+            Verdict::NotGrantable(reason) => ("not_grantable", Some(reason), Decision::Deny),
+        };
+        *self.reached.lock().unwrap_or_else(|e| e.into_inner()) = Some(PatchApproval {
+            decision,
+            cached,
+            reason,
+        });
+        answer
+    }
+}
+
+/// `host:port` as the proxy writes a denial's target (an IPv6 address in brackets).
+fn proxy_target(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 fn yield_of(ms: Option<u64>, default: Duration) -> Duration {
     ms.map(Duration::from_millis)
         .unwrap_or(default)
@@ -257,7 +394,43 @@ impl ExecService {
             limits,
             pending: Mutex::new(HashMap::new()),
             approvals: Mutex::new(HashMap::new()),
+            user_shell: None,
+            user_shell_snapshots: false,
+            user_shell_calls: Mutex::new(HashMap::new()),
+            patches: None,
+            network_approvals: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Offers `user_shell` requests, run with `runner` (its runtime's timeout and output cap),
+    /// wrapped in the session's snapshot of the person's shell when `snapshots` is true.
+    /// Without this call they are refused: they run with full access.
+    pub fn with_user_shell(mut self, runner: UserShell, snapshots: bool) -> ExecService {
+        self.user_shell = Some(runner);
+        self.user_shell_snapshots = snapshots;
+        self
+    }
+
+    /// Applies `apply_patch` requests with `runtime`'s applier, run through `sandbox` (the
+    /// same runtime the session's commands use).
+    pub fn with_patches(mut self, runtime: PatchRuntime, sandbox: Sandbox) -> ExecService {
+        self.patches = Some((runtime, sandbox));
+        self
+    }
+
+    /// Sends hosts that no `network.allow` entry covers to `make()`'s approver while commands
+    /// run (proxy mode). The first call wins: one approver, and one set of answers, for the
+    /// whole session.
+    pub fn route_network_approvals(&self, make: impl FnOnce() -> NetworkApprovals) {
+        let _ = self.network_approvals.get_or_init(make);
+    }
+
+    /// The network answers given so far in this session (host, port, granted).
+    pub fn network_answers(&self) -> Vec<(String, u16, bool)> {
+        self.network_approvals
+            .get()
+            .map(NetworkApprovals::answered)
+            .unwrap_or_default()
     }
 
     /// The session's working directory now.
@@ -319,6 +492,9 @@ impl ExecService {
         let prepared = self.session.lock().await.prepare(request).await;
         let mut template = prepared.request;
         template.limits = limits;
+        if template.network.approvals.is_none() {
+            template.network.approvals = self.network_approvals.get().cloned();
+        }
         let first = self.manager.start(template.clone(), io, yield_time).await?;
         let first = match self.settle(first, prepared.report).await {
             Settled::Running(reply) => return Ok(reply),
@@ -336,53 +512,24 @@ impl ExecService {
             policy: policy.clone(),
             denials: denials.clone(),
         };
-        let key: ApprovalKey = denials
-            .iter()
-            .map(|d| (d.operation, d.target.clone(), d.rule.clone()))
-            .collect();
-        let cached = self
-            .approvals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .copied();
-        let decision = match cached {
-            Some(true) => decide(ApprovalAnswer::Approve, &ask),
-            Some(false) => Ok(Decision::Deny),
-            None => {
-                let answer = approver.ask(&ask).await;
-                self.approvals
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, answer == ApprovalAnswer::Approve);
-                decide(answer, &ask)
-            }
-        };
+        let (verdict, cached) = self.judge(&ask, approver).await;
         let mut approval = ApprovalReport {
             decision: "denied",
-            cached: cached.is_some(),
+            cached,
             reason: None,
             first_output: reply.output.clone(),
             first_outcome: result.outcome.clone(),
         };
-        let wider = match decision {
-            Ok(Decision::RetryWith(wider)) => wider,
-            Ok(Decision::Deny) => {
+        let wider = match verdict {
+            Verdict::Grant(wider) => *wider,
+            Verdict::Deny(reason) => {
+                approval.reason = reason;
                 self.finish(report).await;
                 reply.approval = Some(approval);
                 reply.cwd = self.cwd().await;
                 return Ok(reply);
             }
-            // Never offered on the wire: running unconfined is not something a denial can ask for.
-            Ok(Decision::RetryUnsandboxed) => {
-                approval.decision = "not_grantable";
-                approval.reason =
-                    Some("running without the sandbox is never granted by an approval".into());
-                self.finish(report).await;
-                reply.approval = Some(approval);
-                return Ok(reply);
-            }
-            Err(reason) => {
+            Verdict::NotGrantable(reason) => {
                 approval.decision = "not_grantable";
                 approval.reason = Some(reason);
                 self.finish(report).await;
@@ -391,21 +538,6 @@ impl ExecService {
                 return Ok(reply);
             }
         };
-        // The session directory must stay outside every writable root, approved or not.
-        {
-            let mut session = self.session.lock().await;
-            let old = session.policy().cloned();
-            if let Err(e) = session.set_policy(Some(wider.clone())) {
-                approval.decision = "not_grantable";
-                approval.reason = Some(e.to_string());
-                drop(session);
-                self.finish(report).await;
-                reply.approval = Some(approval);
-                return Ok(reply);
-            }
-            // The grant covers this retry only.
-            let _ = session.set_policy(old);
-        }
         approval.decision = "approved";
         let mut retry: ExecRequest = template;
         retry.policy = Some(wider);
@@ -423,6 +555,208 @@ impl ExecService {
         };
         reply.approval = Some(approval);
         Ok(reply)
+    }
+
+    /// The approval rule for one denied run: the answer remembered for the same denials, else
+    /// `approver`'s; an approval grants exactly what [`widen`] derives and never a policy
+    /// whose writable roots would cover the session's own directory. The flag is true when no
+    /// one was asked now.
+    async fn judge<A: ApprovalClient>(
+        &self,
+        ask: &ApprovalRequest,
+        approver: &A,
+    ) -> (Verdict, bool) {
+        // Hosts the client already refused while the command ran: asking again after the run
+        // would put the same question twice.
+        if self.refused_while_running(&ask.denials) {
+            let reason = "the client refused these hosts while the command ran".to_owned();
+            return (Verdict::Deny(Some(reason)), true);
+        }
+        let key: ApprovalKey = ask
+            .denials
+            .iter()
+            .map(|d| (d.operation, d.target.clone(), d.rule.clone()))
+            .collect();
+        let cached = self
+            .approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied();
+        let decision = match cached {
+            Some(true) => decide(ApprovalAnswer::Approve, ask),
+            Some(false) => Ok(Decision::Deny),
+            None => {
+                let answer = approver.ask(ask).await;
+                self.approvals
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, answer == ApprovalAnswer::Approve);
+                decide(answer, ask)
+            }
+        };
+        let verdict = match decision {
+            Ok(Decision::RetryWith(wider)) => {
+                // The session directory must stay outside every writable root, approved or not.
+                let mut session = self.session.lock().await;
+                let old = session.policy().cloned();
+                match session.set_policy(Some(wider.clone())) {
+                    Ok(()) => {
+                        // The grant covers this retry only.
+                        let _ = session.set_policy(old);
+                        Verdict::Grant(Box::new(wider))
+                    }
+                    Err(e) => Verdict::NotGrantable(e.to_string()),
+                }
+            }
+            Ok(Decision::Deny) => Verdict::Deny(None),
+            // Never offered on the wire: running unconfined is not something a denial can ask for.
+            Ok(Decision::RetryUnsandboxed) => Verdict::NotGrantable(
+                "running without the sandbox is never granted by an approval".into(),
+            ),
+            Err(reason) => Verdict::NotGrantable(reason),
+        };
+        (verdict, cached.is_some())
+    }
+
+    /// True when every denial is the proxy's refusal of a host the network approver was asked
+    /// about, and refused, in this session.
+    fn refused_while_running(&self, denials: &[Denial]) -> bool {
+        let refused: BTreeSet<String> = self
+            .network_answers()
+            .into_iter()
+            .filter(|(_, _, granted)| !granted)
+            .map(|(host, port, _)| proxy_target(&host, port))
+            .collect();
+        !denials.is_empty()
+            && denials.iter().all(|d| {
+                d.operation == Operation::Network
+                    && d.target.as_ref().is_some_and(|t| refused.contains(t))
+            })
+    }
+
+    /// `user_shell`: the person's own command, unconfined on purpose, in their login shell.
+    /// Its events go to `events` as they happen (the last is the end); the reply is the end
+    /// with the history record. It does not touch the session's cwd, policy or processes, so
+    /// it may run while a sandboxed command runs.
+    pub async fn user_shell(
+        &self,
+        params: UserShellParams,
+        events: mpsc::Sender<UserShellEvent>,
+    ) -> Result<UserShellReply, ServiceError> {
+        let Some(runner) = &self.user_shell else {
+            return Err(ServiceError::Unavailable(
+                "user_shell is not offered by this server (started with --no-user-shell)".into(),
+            ));
+        };
+        let base = self.cwd().await;
+        let mut request = params.into_request(&base);
+        let call_id = request.call_id.clone();
+        let cancel = CancellationToken::new();
+        request.cancel = cancel.clone();
+        let mut runner = runner.clone();
+        if self.user_shell_snapshots {
+            if let Ok(shell) = crate::snapshot::detect_shell(request.shell.as_deref()) {
+                let snapshot = self.session.lock().await.shell_snapshot(&shell.path).await;
+                if let Some((snapshot, content)) = snapshot {
+                    runner = runner.with_snapshot(snapshot, content);
+                }
+            }
+        }
+        // Everything that refuses the command does so before it is registered or started.
+        runner
+            .prepare(&request)
+            .map_err(|e| ServiceError::InvalidParams(e.to_string()))?;
+        {
+            let mut calls = self
+                .user_shell_calls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if calls.contains_key(&call_id) {
+                return Err(ServiceError::InvalidParams(format!(
+                    "a user_shell command with call_id {call_id:?} is already running"
+                )));
+            }
+            calls.insert(call_id.clone(), cancel);
+        }
+        let command = request.command.clone();
+        let ended = runner.run(request, events).await;
+        self.user_shell_calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&call_id);
+        let end = ended.map_err(|e| ServiceError::InvalidParams(e.to_string()))?;
+        let history = history_record(&command, &end, USER_SHELL_HISTORY_BUDGET);
+        Ok(UserShellReply { end, history })
+    }
+
+    /// `user_shell_cancel`: kills the command's process group; its `user_shell` request then
+    /// ends with exit code -1 and "command aborted by user".
+    pub fn cancel_user_shell(&self, params: CancelParams) -> Result<(), ServiceError> {
+        let calls = self
+            .user_shell_calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match calls.get(&params.call_id) {
+            Some(token) => {
+                token.cancel();
+                Ok(())
+            }
+            None => Err(ServiceError::UnknownCall(params.call_id)),
+        }
+    }
+
+    /// Cancels every user-shell command still running (the server is ending: nobody is left
+    /// to see them end).
+    pub fn cancel_all_user_shells(&self) {
+        let calls = self
+            .user_shell_calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for token in calls.values() {
+            token.cancel();
+        }
+    }
+
+    /// `apply_patch`: parsed first (a malformed patch is refused with the line that is wrong,
+    /// nothing touched), then applied by the applier under the session's policy. A denial goes
+    /// to `approver` as an `exec` denial does; approved, the rest of the patch runs again with
+    /// exactly the grant, and the reply holds the changes of both attempts.
+    pub async fn apply_patch<A: ApprovalClient + Sync>(
+        &self,
+        params: ApplyPatchParams,
+        approver: &A,
+    ) -> Result<PatchReply, ServiceError> {
+        let Some((runtime, sandbox)) = &self.patches else {
+            return Err(ServiceError::Unavailable(
+                "apply_patch is not available: this server has no patch applier".into(),
+            ));
+        };
+        let (base, policy) = {
+            let session = self.session.lock().await;
+            (session.cwd().to_path_buf(), session.policy().cloned())
+        };
+        let request = params.into_request(policy, &base);
+        let orchestrator = Orchestrator::new(sandbox.clone());
+        let judge = ServiceApprover {
+            service: self,
+            client: approver,
+            reached: Mutex::new(None),
+        };
+        let report = runtime
+            .apply(&orchestrator, &request, &judge)
+            .await
+            .map_err(|e| match e {
+                PatchError::Parse(_) | PatchError::TooLarge(_) => {
+                    ServiceError::InvalidParams(e.to_string())
+                }
+                PatchError::NoApplier => ServiceError::Unavailable(e.to_string()),
+            })?;
+        let approval = judge
+            .reached
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
+        Ok(PatchReply { report, approval })
     }
 
     /// `write_stdin`.
