@@ -534,7 +534,7 @@ fn network_hosts_are_put_to_the_user_by_elicitation_while_the_command_runs() {
     let (asked, text) = client.call_answering(
         "exec_command",
         json!({"cmd": format!("curl -sS -f -m 20 http://refused.test:{port}/")}),
-        |_| panic!("asked twice"),
+        |q| panic!("asked twice: {q}"),
     );
     assert!(asked.is_empty());
     assert!(

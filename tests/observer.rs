@@ -665,20 +665,36 @@ sys.exit(1)
     );
     let v = py_json_default(&tree, &[], &script);
     assert_eq!(v["stdout"], "EPERM\nEPERM\n", "{v}");
-    let mut got = denials(&v);
-    got.sort();
+    // The inet socket refused at creation has no target and the command said nothing about
+    // it: that is what a quiet name-lookup probe looks like, so it is no denial on its own.
+    assert_eq!(denials(&v), vec![seen("unix_socket", &sock)], "{v}");
+    // Said about, it is one, known from the kernel's refusal.
+    let said = format!(
+        "print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)))\n\
+         sys.stderr.write('ssh: connect to host 127.0.0.1 port {port}: Operation not permitted\\n')\n\
+         sys.exit(1)"
+    );
+    let v = py_json_default(&tree, &[], &said);
     assert_eq!(
-        got,
-        vec![
-            (
-                "network".to_owned(),
-                String::new(),
-                "seccomp_observer".to_owned()
-            ),
-            seen("unix_socket", &sock),
-        ],
+        denials(&v),
+        vec![(
+            "network".to_owned(),
+            String::new(),
+            "seccomp_observer".to_owned()
+        )],
         "{v}"
     );
+    // A unix socket path that does not exist would have failed with ENOENT anyway: no denial.
+    let v = py_json_default(
+        &tree,
+        &[],
+        &format!(
+            "u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\nprint(attempt(lambda: u.connect({:?})))\nsys.exit(1)",
+            tree.outside.join("no-such.sock")
+        ),
+    );
+    assert_eq!(v["stdout"], "EPERM\n", "{v}");
+    assert!(denials(&v).is_empty(), "{v}");
     assert!(outside.accept().is_err(), "nothing may have connected");
     assert!(unix.accept().is_err(), "nothing may have connected");
 

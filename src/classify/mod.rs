@@ -253,7 +253,26 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
     match e.kernel_network {
         // The observer saw every refused call and every connection: what the text says about
         // the network or a system call can add nothing but a mistake or a forgery.
-        Some(kernel) => found.extend(kernel.iter().cloned()),
+        Some(kernel) => {
+            let (weak, strong): (Vec<Denial>, Vec<Denial>) =
+                kernel.iter().cloned().partition(is_probe_like);
+            found.extend(strong);
+            // A refusal without a target (a socket refused at creation, before any address)
+            // is what every name lookup's quiet probe looks like (glibc's nscd socket, a DNS
+            // socket); it counts only where the command's text names the same kind of
+            // failure, and the text then adds nothing the kernel did not see.
+            if !weak.is_empty() && layer_in_force(e.records, Layer::Seccomp) {
+                let said = network::denials(e.policy, e.cwd, &ctx)
+                    .into_iter()
+                    .chain(network::syscall_denials(e.policy, &ctx));
+                for mut d in said {
+                    if weak.iter().any(|w| w.operation == d.operation) {
+                        d.evidence = EvidenceKind::SeccompObserver;
+                        found.push(d);
+                    }
+                }
+            }
+        }
         None if layer_in_force(e.records, Layer::Seccomp) => {
             found.extend(network::denials(e.policy, e.cwd, &ctx));
             found.extend(network::syscall_denials(e.policy, &ctx));
@@ -261,6 +280,19 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         None => {}
     }
     merge(with_audit(dedupe(found), e.audit))
+}
+
+/// A refused network or unix-socket call with nothing to show for it: no target (refused at
+/// `socket()`), or a unix socket path that does not exist (the connection would have failed
+/// with `ENOENT` anyway). Quiet probes look like this, so alone it is no denial.
+fn is_probe_like(d: &Denial) -> bool {
+    match (d.operation, d.target.as_deref()) {
+        (Operation::Network | Operation::UnixSocket, None) => true,
+        (Operation::UnixSocket, Some(path)) if path.starts_with('/') => {
+            std::fs::symlink_metadata(path).is_err()
+        }
+        _ => false,
+    }
 }
 
 /// `found`, with each denial that an audit record confirms marked as known from it, and the
