@@ -119,6 +119,10 @@ struct RunArgs {
     /// Let the command reach unix sockets outside the sandbox.
     #[arg(long)]
     allow_unix_sockets: bool,
+    /// Let the command connect to this unix socket, and no other (repeatable; `$VAR` is taken
+    /// from the environment, e.g. '$SSH_AUTH_SOCK'; needs --network denied).
+    #[arg(long = "allow-unix-socket", value_name = "PATH")]
+    allow_unix_socket: Vec<String>,
     /// Let the command reach HOST (or `*.DOMAIN`, every subdomain), at any port or at PORT,
     /// through cordon's proxy (repeatable; implies `--network proxy`).
     #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
@@ -449,6 +453,7 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
             None => None,
         },
         allow_unix_sockets: args.allow_unix_sockets,
+        unix_sockets: args.allow_unix_socket.clone(),
         read_only: args.read_only.clone(),
         deny_read: args.deny_read.clone(),
         enforcement: args.enforcement.map(|e| match e {

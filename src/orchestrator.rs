@@ -296,6 +296,24 @@ pub fn widen(policy: &SandboxPolicy, denials: &[Denial]) -> Result<SandboxPolicy
             }
             Operation::UnixSocket if shown == "--allow-unix-sockets" => {
                 wider.network.unix_sockets = UnixSockets::Allow;
+                wider.network.unix_socket_allow.clear();
+            }
+            // Exactly the socket shown, added to the list (never all of them); anything else
+            // shown for a unix socket is not a grant this knows.
+            Operation::UnixSocket => {
+                let path = shown
+                    .strip_prefix("--allow-unix-socket ")
+                    .filter(|p| Some(*p) == denial.target.as_deref())
+                    .ok_or_else(|| not_grantable(shown))?;
+                let canonical = std::fs::canonicalize(path).map_err(|_| not_grantable(shown))?;
+                if wider.network.unix_socket_allow.is_empty()
+                    || wider.network.unix_sockets != UnixSockets::Deny
+                {
+                    return Err(not_grantable(shown));
+                }
+                if !wider.network.unix_socket_allow.contains(&canonical) {
+                    wider.network.unix_socket_allow.push(canonical);
+                }
             }
             Operation::TcpPort => {
                 let (port, list) = port_grant(shown).ok_or_else(|| not_grantable(shown))?;
@@ -310,9 +328,7 @@ pub fn widen(policy: &SandboxPolicy, denials: &[Denial]) -> Result<SandboxPolicy
                     None => return Err(not_grantable(shown)),
                 }
             }
-            Operation::Network | Operation::UnixSocket | Operation::Syscall => {
-                return Err(not_grantable(shown))
-            }
+            Operation::Network | Operation::Syscall => return Err(not_grantable(shown)),
         }
     }
     Ok(wider)

@@ -136,6 +136,9 @@ struct Rules {
     deny: Vec<String>,
     host_ports: Vec<u16>,
     publish: Vec<PublishedPort>,
+    /// `network.unix_sockets` as a list: the sockets reachable with unix sockets otherwise
+    /// denied (`$VAR` entries expanded from the environment at resolution).
+    unix_socket_allow: Vec<String>,
     enforcement: EnforcementPolicy,
     /// `enforcement` as the person set it (their profile file or `--enforcement`), not a
     /// preset's: only this relaxes the `read_only` and `deny_read` entries they wrote.
@@ -154,6 +157,7 @@ impl Rules {
             unprotect: Vec::new(),
             network: NetworkMode::Denied,
             unix_sockets: UnixSockets::Deny,
+            unix_socket_allow: Vec::new(),
             tcp_connect: None,
             tcp_bind: None,
             allow: Vec::new(),
@@ -214,11 +218,20 @@ struct FilesystemSection {
     unprotect: Vec<String>,
 }
 
+/// `network.unix_sockets`: `"allow"`, `"deny"`, or the list of sockets allowed with the rest
+/// denied (`["$SSH_AUTH_SOCK", "/var/run/docker.sock"]`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum UnixSocketsSetting {
+    Mode(UnixSockets),
+    List(Vec<String>),
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NetworkSection {
     mode: Option<NetworkMode>,
-    unix_sockets: Option<UnixSockets>,
+    unix_sockets: Option<UnixSocketsSetting>,
     tcp_connect: Option<Vec<u16>>,
     tcp_bind: Option<Vec<u16>>,
     /// Hosts the proxy lets through (`mode = "proxy"`); added to the preset's.
@@ -497,6 +510,8 @@ pub struct Overrides {
     pub network: Option<NetworkMode>,
     /// `--allow-unix-sockets`.
     pub allow_unix_sockets: bool,
+    /// `--allow-unix-socket PATH`: added to the `network.unix_sockets` list.
+    pub unix_sockets: Vec<String>,
     /// Extra `read_only` entries (`--read-only`), written by the person like a profile's.
     pub read_only: Vec<String>,
     /// Extra `deny_read` entries (`--deny-read`).
@@ -512,6 +527,67 @@ pub struct Overrides {
 }
 
 impl PermissionProfile {
+    /// The `network.unix_sockets` list, resolved: `$VAR` (or `$VAR/rest`) from the environment
+    /// and `~/` from the home directory, each made canonical. An entry whose variable is unset
+    /// or whose socket does not exist now is left out with a note (there is nothing to connect
+    /// to); one that is not absolute, or names something that is not a socket, is an error.
+    fn unix_socket_paths(
+        &self,
+        rules: &Rules,
+        ctx: &ResolveContext,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<PathBuf>, ProfileError> {
+        use std::os::unix::fs::FileTypeExt;
+        let field = "network.unix_sockets";
+        let mut out: Vec<PathBuf> = Vec::new();
+        for entry in &rules.unix_socket_allow {
+            let bad = |problem| ProfileError::BadEntry {
+                field,
+                entry: entry.clone(),
+                problem,
+            };
+            let path = if let Some(var) = entry.strip_prefix('$') {
+                let (name, rest) = var.split_once('/').unwrap_or((var, ""));
+                match std::env::var_os(name).filter(|v| !v.is_empty()) {
+                    Some(value) if rest.is_empty() => PathBuf::from(value),
+                    Some(value) => PathBuf::from(value).join(rest),
+                    None => {
+                        notes.push(format!("{field}: {entry} is not set; nothing to allow"));
+                        continue;
+                    }
+                }
+            } else if let Some(rest) = entry.strip_prefix("~/") {
+                match ctx.home.as_ref().filter(|h| h.is_absolute()) {
+                    Some(home) => home.join(rest),
+                    None => return Err(bad("~ needs an absolute HOME")),
+                }
+            } else {
+                PathBuf::from(entry)
+            };
+            if !path.is_absolute() {
+                return Err(bad("a unix socket must be an absolute path"));
+            }
+            let canonical = match std::fs::canonicalize(&path) {
+                Ok(c) => c,
+                Err(_) => {
+                    notes.push(format!(
+                        "{field}: {entry} ({}) does not exist; nothing to allow",
+                        path.display()
+                    ));
+                    continue;
+                }
+            };
+            match std::fs::metadata(&canonical) {
+                Ok(m) if m.file_type().is_socket() => {}
+                _ => return Err(bad("names something that is not a unix socket")),
+            }
+            if !out.contains(&canonical) {
+                out.push(canonical);
+            }
+        }
+        Ok(out)
+    }
+
     /// A preset.
     pub fn preset(preset: Preset) -> PermissionProfile {
         PermissionProfile {
@@ -647,8 +723,16 @@ impl PermissionProfile {
         if let Some(mode) = file.network.mode {
             rules.network = mode;
         }
-        if let Some(unix) = file.network.unix_sockets {
-            rules.unix_sockets = unix;
+        match file.network.unix_sockets {
+            Some(UnixSocketsSetting::Mode(unix)) => {
+                rules.unix_sockets = unix;
+                rules.unix_socket_allow.clear();
+            }
+            Some(UnixSocketsSetting::List(list)) => {
+                rules.unix_sockets = UnixSockets::Deny;
+                rules.unix_socket_allow = list;
+            }
+            None => {}
         }
         if file.network.tcp_connect.is_some() {
             rules.tcp_connect = file.network.tcp_connect;
@@ -690,6 +774,11 @@ impl PermissionProfile {
             }
             if overrides.allow_unix_sockets {
                 rules.unix_sockets = UnixSockets::Allow;
+                rules.unix_socket_allow.clear();
+            } else {
+                rules
+                    .unix_socket_allow
+                    .extend(overrides.unix_sockets.iter().cloned());
             }
             rules.read_only.extend(overrides.read_only.iter().cloned());
             rules.deny_read.extend(overrides.deny_read.iter().cloned());
@@ -915,6 +1004,7 @@ impl PermissionProfile {
                 deny: rules.deny.clone(),
                 host_ports: rules.host_ports.clone(),
                 publish: rules.publish.clone(),
+                unix_socket_allow: self.unix_socket_paths(rules, ctx, &mut notes)?,
             },
             enforcement: rules.enforcement,
             markers: None,

@@ -360,3 +360,34 @@ async fn widen_refuses_a_path_that_leads_elsewhere_and_grants_an_existing_one_ex
         base.filesystem.write.len() + 1
     );
 }
+
+/// A unix socket outside the list is granted exactly (that socket added to the list, never
+/// all unix sockets), and only when the suggestion names the denial's own target.
+#[test]
+fn widen_adds_exactly_the_unix_socket_shown_to_the_list() {
+    let tree = Tree::new();
+    let listed = tree.outside.join("listed.sock");
+    let other = tree.outside.join("other.sock");
+    let _a = std::os::unix::net::UnixListener::bind(&listed).unwrap();
+    let _b = std::os::unix::net::UnixListener::bind(&other).unwrap();
+    let mut base = policy(&tree);
+    base.network.unix_socket_allow = vec![listed.clone()];
+    let denial = |target: &Path, allow_with: String| {
+        Denial::new(
+            Operation::UnixSocket,
+            Some(target.display().to_string()),
+            "not in network.unix_sockets",
+            allow_with,
+            EvidenceKind::SeccompObserver,
+        )
+    };
+    let shown = format!("--allow-unix-socket {}", other.display());
+    let wider = widen(&base, &[denial(&other, shown.clone())]).unwrap();
+    assert_eq!(
+        wider.network.unix_socket_allow,
+        vec![listed.clone(), other.clone()]
+    );
+    assert_eq!(wider.network.unix_sockets, base.network.unix_sockets);
+    // A suggestion naming another socket than the denial's target is not granted.
+    assert!(widen(&base, &[denial(&listed, shown)]).is_err());
+}

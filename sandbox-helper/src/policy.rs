@@ -155,6 +155,13 @@ pub struct NetworkPolicy {
     /// loopback, reachable from the host's loopback while the run lasts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub publish: Vec<PublishedPort>,
+    /// With unix sockets denied and the network denied: the unix sockets (absolute paths,
+    /// canonical) the command may still connect to, and no other. The parent's observer
+    /// brokers each such connection (seccomp refuses every `connect` in this mode, so each one
+    /// reaches the observer, which connects the command's own socket to the listed path
+    /// itself); the helper only checks their form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unix_socket_allow: Vec<PathBuf>,
 }
 
 /// A port published from the sandbox to the host.
@@ -179,6 +186,7 @@ impl Default for NetworkPolicy {
             deny: Vec::new(),
             host_ports: Vec::new(),
             publish: Vec::new(),
+            unix_socket_allow: Vec::new(),
         }
     }
 }
@@ -273,6 +281,12 @@ impl EnforcementPolicy {
 /// Why a policy was rejected. Every message names the offending field and value.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PolicyError {
+    /// A unix-socket allow-list outside the mode it works in.
+    #[error("network.unix_sockets as a list needs network.mode = \"denied\" (every connect then reaches cordon, which connects the listed sockets itself); in other modes use \"allow\" or \"deny\"")]
+    UnixSocketListNeedsDenied,
+    /// A unix-socket allow-list entry that is not absolute.
+    #[error("network.unix_sockets entry {0:?} is not an absolute path")]
+    RelativeUnixSocket(PathBuf),
     /// The JSON did not parse or had an unknown field.
     #[error("policy is not valid JSON for version {POLICY_VERSION}: {0}")]
     Syntax(String),
@@ -449,6 +463,19 @@ impl SandboxPolicy {
             }
         }
         self.check_private_network()?;
+        if !self.network.unix_socket_allow.is_empty() {
+            if !self.network.mode.is_denied() || self.network.unix_sockets != UnixSockets::Deny {
+                return Err(PolicyError::UnixSocketListNeedsDenied);
+            }
+            if let Some(path) = self
+                .network
+                .unix_socket_allow
+                .iter()
+                .find(|p| !p.is_absolute())
+            {
+                return Err(PolicyError::RelativeUnixSocket(path.clone()));
+            }
+        }
         if let Some(markers) = &self.markers {
             self.check_markers(markers)?;
         }

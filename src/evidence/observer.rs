@@ -106,6 +106,7 @@ fn observe(
         access: &access,
         names: &names,
         mem: MemFiles::default(),
+        pinned: pin_unix_sockets(&judge.policy),
     };
     let mut seen: Vec<Denial> = Vec::new();
     // Stopped once the run is over even if calls keep coming: a descendant that escaped the
@@ -161,6 +162,8 @@ enum Answer {
     Continue,
     /// Fail it with this errno.
     Refuse(i32),
+    /// The observer did it: return this value.
+    Return(i64),
 }
 
 fn receive(listener: &OwnedFd) -> Option<libc::seccomp_notif> {
@@ -179,13 +182,14 @@ fn receive(listener: &OwnedFd) -> Option<libc::seccomp_notif> {
 }
 
 fn respond(listener: &OwnedFd, id: u64, answer: Answer) {
-    let (error, flags) = match answer {
-        Answer::Continue => (0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
-        Answer::Refuse(errno) => (-errno, 0),
+    let (val, error, flags) = match answer {
+        Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+        Answer::Refuse(errno) => (0, -errno, 0),
+        Answer::Return(value) => (value, 0, 0),
     };
     let mut resp = libc::seccomp_notif_resp {
         id,
-        val: 0,
+        val,
         error,
         flags,
     };
@@ -256,6 +260,76 @@ struct Ctx<'a> {
     access: &'a Access<'a>,
     names: &'a [SyscallRule],
     mem: MemFiles,
+    /// The sockets of `network.unix_socket_allow`, each opened (`O_PATH`, no link followed)
+    /// before the command could touch them: a connection is made to the socket opened here,
+    /// whatever the command does to the path afterwards.
+    pinned: Vec<(PathBuf, OwnedFd)>,
+}
+
+/// Opens every socket the policy's unix-socket list names; one that cannot be opened (gone,
+/// replaced by a link) is left out, so connections to it stay refused.
+fn pin_unix_sockets(policy: &SandboxPolicy) -> Vec<(PathBuf, OwnedFd)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    policy
+        .network
+        .unix_socket_allow
+        .iter()
+        .filter_map(|path| {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+                .open(path)
+                .ok()?;
+            Some((path.clone(), OwnedFd::from(file)))
+        })
+        .collect()
+}
+
+/// Connects the process's socket `fd` to the pinned socket itself, through a copy of the
+/// descriptor (`pidfd_getfd`: the same socket, so the command's descriptor is connected), and
+/// answers with the result. The command's own `connect` never runs: what it wrote in its
+/// memory after the observer read it changes nothing. An `fd` swapped for another socket
+/// meanwhile is connected to the same allowed socket, or fails.
+fn broker_connect(pid: u32, fd: RawFd, pinned: &OwnedFd) -> Answer {
+    let errno = |e: io::Error| Answer::Refuse(e.raw_os_error().unwrap_or(libc::EPERM));
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return Answer::Refuse(libc::EPERM);
+    };
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return errno(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor owned by nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    // SAFETY: pidfd_getfd copies the target's descriptor into this process.
+    let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if copy < 0 {
+        return errno(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let copy = unsafe { OwnedFd::from_raw_fd(copy as i32) };
+    let via = format!("/proc/self/fd/{}", pinned.as_raw_fd());
+    // SAFETY: sockaddr_un is plain data for which all-zero is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (dst, src) in addr.sun_path.iter_mut().zip(via.as_bytes()) {
+        *dst = *src as libc::c_char;
+    }
+    let len = (std::mem::size_of::<libc::sa_family_t>() + via.len() + 1) as libc::socklen_t;
+    // SAFETY: connect on a descriptor this function owns with a sockaddr_un of `len` bytes.
+    let rc = unsafe {
+        libc::connect(
+            copy.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    };
+    if rc == 0 {
+        Answer::Return(0)
+    } else {
+        errno(io::Error::last_os_error())
+    }
 }
 
 impl Ctx<'_> {
@@ -285,6 +359,14 @@ impl Ctx<'_> {
         if !still_waiting(listener, notif.id) {
             return (Vec::new(), refused.map_or(Answer::Continue, Answer::Refuse));
         }
+        // A listed unix socket: connected by the observer itself, never by the command.
+        if let (Some(_), Target::Address(SocketCall::Connect, fd, Address::Unix(path))) =
+            (refused, &target)
+        {
+            if let Some(pinned) = self.pinned_for(path) {
+                return (Vec::new(), broker_connect(notif.pid, *fd, pinned));
+            }
+        }
         match refused {
             Some(errno) => (
                 self.refused_call(&process, i64::from(data.nr), &data.args, &target),
@@ -292,6 +374,21 @@ impl Ctx<'_> {
             ),
             None => (self.watched_call(&process, &target), Answer::Continue),
         }
+    }
+
+    /// The pinned socket `path` names, if listed: by the name itself, or by where its links
+    /// lead now. Either way the connection goes to the socket opened at the start, so a path
+    /// the command rewrote since can lead only there.
+    fn pinned_for(&self, path: &str) -> Option<&OwnedFd> {
+        if self.pinned.is_empty() || path.starts_with('@') {
+            return None;
+        }
+        let named = Path::new(path);
+        let canonical = std::fs::canonicalize(path).ok();
+        self.pinned
+            .iter()
+            .find(|(listed, _)| listed == named || Some(listed) == canonical.as_ref())
+            .map(|(_, fd)| fd)
     }
 
     fn rule_for(&self, nr: i64, args: &[u64; 6]) -> Option<&SyscallRule> {
@@ -318,13 +415,24 @@ impl Ctx<'_> {
                 Address::Unix(path) if !path.starts_with('@') && !is_socket(Path::new(path)) => {
                     Vec::new()
                 }
-                Address::Unix(path) if unix_denied => vec![Denial::new(
-                    Operation::UnixSocket,
-                    Some(path.clone()),
-                    format!("unix sockets denied ({name}: {reason})"),
-                    "--allow-unix-sockets",
-                    seen,
-                )],
+                Address::Unix(path) if unix_denied => {
+                    let listed = !self.judge.policy.network.unix_socket_allow.is_empty();
+                    vec![Denial::new(
+                        Operation::UnixSocket,
+                        Some(path.clone()),
+                        if listed {
+                            format!("not in network.unix_sockets ({name}: {reason})")
+                        } else {
+                            format!("unix sockets denied ({name}: {reason})")
+                        },
+                        if listed {
+                            format!("--allow-unix-socket {path}")
+                        } else {
+                            "--allow-unix-sockets".to_owned()
+                        },
+                        seen,
+                    )]
+                }
                 Address::Inet(hostport, _) => vec![Denial::new(
                     Operation::Network,
                     Some(hostport.clone()),

@@ -287,7 +287,7 @@ pub(super) async fn run(
         let seen = tokio::task::spawn_blocking(move || observer.finish())
             .await
             .ok();
-        match crate::evidence::observer_scope(request.observe) {
+        match observer_scope_for(&request) {
             Some(cordon_sandbox::observe::ObserveScope::Network) => {
                 result.network_kernel_denials = seen
             }
@@ -365,6 +365,17 @@ fn limit_outcome(outcome: Outcome, limits: &Limits, plan: &LimitPlan) -> Outcome
         Some(limit) => Outcome::LimitExceeded { limit, code },
         None => outcome,
     }
+}
+
+/// The observer's scope for `request`: as asked (or the default), and never none when the
+/// policy lists unix sockets: the observer is what connects those.
+fn observer_scope_for(request: &ExecRequest) -> Option<cordon_sandbox::observe::ObserveScope> {
+    let listed = request
+        .policy
+        .as_ref()
+        .is_some_and(|p| !p.network.unix_socket_allow.is_empty());
+    crate::evidence::observer_scope(request.observe)
+        .or(listed.then_some(cordon_sandbox::observe::ObserveScope::Network))
 }
 
 /// What the seccomp observer needs from the request, should the helper hand it a listener.
@@ -532,7 +543,7 @@ fn build_command(
         (Some(policy), Some(helper)) => {
             let options = crate::helper::LaunchOptions {
                 held: request.on_confined.is_some(),
-                observe: crate::evidence::observer_scope(request.observe),
+                observe: observer_scope_for(request),
             };
             let launch = helper
                 .command_with_options(
