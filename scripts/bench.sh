@@ -347,7 +347,9 @@ PY
 # Unified exec (issue 11): `echo hi` through a long-lived `cordon serve` against `cordon run`,
 # and the memory of idle live processes in the server's manager. From the private work dir:
 # the session directory must lie outside the default profile's writable roots (/tmp is one).
-(cd "$work" && HOME=$home python3 "$OLDPWD/scripts/bench_server.py" "$cordon" "${BENCH_SERVER_RUNS:-100}")
+# (A directory of its own, so that the session directory under $home lies outside it.)
+mkdir -p "$work/serve-cwd"
+(cd "$work/serve-cwd" && HOME=$home python3 "$OLDPWD/scripts/bench_server.py" "$cordon" "${BENCH_SERVER_RUNS:-100}")
 
 # Peers: the same `true`, confined by each tool with flags as close to cordon's default
 # profile as each offers.
