@@ -60,7 +60,7 @@ if [ -z "${CORDON_BENCH_INNER:-}" ]; then
     echo "- Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))," \
       "$(free -g | awk '/Mem:/ {print $2}') GiB"
     echo "- Kernel: $(uname -sr); $(. /etc/os-release && echo "$PRETTY_NAME")"
-    echo "- Landlock ABI: $(target/release/cordon doctor --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["landlock_abi"])' || echo unknown)"
+    echo "- Landlock ABI: $(target/release/cordon doctor --json 2>/dev/null | python3 -c 'import json,sys; a=json.load(sys.stdin)["landlock_abi"]; print(a["kernel"] if isinstance(a, dict) else a)' || echo unknown)"
     echo
     echo '```'
     cat "$out"
