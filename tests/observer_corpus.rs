@@ -87,6 +87,12 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
     )
     .unwrap();
     let py = common::python().display().to_string();
+    std::fs::write(
+        tree.cwd.join("Hello.java"),
+        format!("public class Hello {{ public static void main(String[] a) throws Exception {{ new java.io.FileWriter(\"{out}/j.txt\").close(); }} }}\n"),
+    )
+    .unwrap();
+    std::fs::write(tree.cwd.join("r.rs"), "fn main() {}\n").unwrap();
 
     let mut cases = vec![
         case("gcc output outside", &format!("gcc m.c -o {out}/m"), &[("file_write", "@OUT@/m")]),
@@ -110,7 +116,17 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         case("no such socket is no denial", &format!("{py} -c \"import socket; socket.socket(socket.AF_UNIX).connect('{out}/none.sock')\""), &[]),
         case("replayed log is no denial", "cat log.txt >&2; exit 1", &[]),
         case("daemon over a unix socket", &format!("{py} -c \"import socket; socket.socket(socket.AF_UNIX).connect('{out}/daemon.sock')\""), &[("unix_socket", "@OUT@/daemon.sock")]),
-        case("python network", &format!("{py} -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\""), &[("network", "")]),
+        // The JVM: the compiler's class file, and a program that writes (single-file launch).
+        case("javac class outside", &format!("javac -d {out} Hello.java"), &[("file_write", "@OUT@/Hello.class")]),
+        case("java program writes outside", "java Hello.java", &[("file_write", "@OUT@/j.txt")]),
+        case("javac class inside", "javac -d classes Hello.java", &[]),
+        // Rust toolchain and a package manager's project and environment creation.
+        case("rustc output inside", "rustc -o r r.rs && ./r", &[]),
+        case("cargo new outside", &format!("cargo new -q --vcs none {out}/newcrate"), &[("file_write", "@OUT@/newcrate")]),
+        case("python venv outside", &format!("{py} -m venv --without-pip {out}/venv"), &[("file_write", "@OUT@/venv")]),
+        // Refused at socket(), before any address: the kernel has no target, and the
+        // command's own words (its argv here) supply it.
+        case("python network", &format!("{py} -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\""), &[("network", &format!("127.0.0.1:{port}"))]),
     ];
     let mut allowed_socket = case(
         "daemon reached when allowed",

@@ -238,9 +238,22 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
     let access = access::Access::new(e.policy, e.cwd, e.records);
     if let Some(kernel) = e.kernel {
         // The kernel said what it refused; a message can add nothing but a forgery.
-        let mut found = kernel.to_vec();
+        let (weak, mut found): (Vec<Denial>, Vec<Denial>) =
+            kernel.iter().cloned().partition(is_probe_like);
         if layer_in_force(e.records, Layer::LandlockFs) {
             found.extend(files::exec_record_denials(e.records, &access));
+        }
+        // As in the network scope: a refusal with nothing to show for it (a socket refused
+        // at creation, which the JVM and every name lookup do quietly) counts only where the
+        // command's text names that kind of failure.
+        if !weak.is_empty() && layer_in_force(e.records, Layer::Seccomp) {
+            let ctx = text::Context::new(e);
+            for mut d in network::denials(e.policy, e.cwd, &ctx) {
+                if weak.iter().any(|w| w.operation == d.operation) {
+                    d.evidence = EvidenceKind::SeccompObserver;
+                    found.push(d);
+                }
+            }
         }
         return merge(with_audit(found, e.audit));
     }

@@ -484,6 +484,12 @@ impl Ctx<'_> {
         let files = layers.contains(&Layer::LandlockFs);
         let seen = EvidenceKind::SeccompObserver;
         let write = |path: &Path| -> Option<Denial> {
+            // A process's own kernel settings (`/proc/PID/coredump_filter`, `oom_score_adj`,
+            // written by the JVM and others at start-up and ignored when refused) are no file a
+            // profile could grant: not a denial to report.
+            if path.starts_with("/proc") {
+                return None;
+            }
             let v = self.access.write_verdict(path)?;
             Some(Denial::new(
                 Operation::FileWrite,
