@@ -1,43 +1,18 @@
 //! The supervised runtime against real processes, confined by the `cordon` binary acting as
 //! its own helper.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{lib_policy as policy, lib_sandbox as sandbox, workdir, WorkDir as Dir};
 use cordon::exec::capture::elision_marker;
 use cordon::exec::{
     EnvPolicy, ExecEvent, ExecRequest, ExecResult, Outcome, ParentStep, Sandbox, SandboxMode,
     SetupStep, StreamKind,
 };
-use cordon::helper::Helper;
 use cordon::sandbox::status::{Layer, Step};
-use cordon::sandbox::SandboxPolicy;
 use tokio_util::sync::CancellationToken;
-
-fn sandbox() -> Sandbox {
-    Sandbox::new(Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon")))
-}
-
-fn policy(writable: &Path) -> SandboxPolicy {
-    let json = format!(
-        r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{:?}]}},
-            "network":{{"mode":"denied","unix_sockets":"deny"}},
-            "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#,
-        writable.to_str().unwrap()
-    );
-    SandboxPolicy::from_json(&json).unwrap()
-}
-
-struct Dir {
-    _tmp: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn workdir() -> Dir {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().canonicalize().unwrap();
-    Dir { _tmp: tmp, path }
-}
 
 fn sh(dir: &Dir, script: &str) -> ExecRequest {
     ExecRequest::sandboxed(["sh", "-c", script], &dir.path, policy(&dir.path))

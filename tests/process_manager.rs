@@ -1,40 +1,15 @@
 //! The process manager against real, confined processes: a long-running server polled and
 //! killed, yield-time bounds, a REPL on a pipe and on a PTY, eviction and drop.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{lib_policy as policy, lib_sandbox as sandbox, workdir, WorkDir as Dir};
 use cordon::exec::process_manager::{
     ManagerError, ProcessIo, ProcessManager, ProcessStatus, Response,
 };
-use cordon::exec::{ExecRequest, Outcome, Sandbox, WindowSize};
-use cordon::helper::Helper;
-use cordon::sandbox::SandboxPolicy;
-
-fn sandbox() -> Sandbox {
-    Sandbox::new(Helper::cordon_binary(env!("CARGO_BIN_EXE_cordon")))
-}
-
-fn policy(writable: &Path) -> SandboxPolicy {
-    let json = format!(
-        r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{:?}]}},
-            "network":{{"mode":"denied","unix_sockets":"deny"}},
-            "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#,
-        writable.to_str().unwrap()
-    );
-    SandboxPolicy::from_json(&json).unwrap()
-}
-
-struct Dir {
-    _tmp: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn workdir() -> Dir {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().canonicalize().unwrap();
-    Dir { _tmp: tmp, path }
-}
+use cordon::exec::{ExecRequest, Outcome, WindowSize};
 
 fn request(dir: &Dir, argv: &[&str]) -> ExecRequest {
     ExecRequest::sandboxed(argv.iter().copied(), &dir.path, policy(&dir.path))

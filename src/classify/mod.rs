@@ -243,17 +243,10 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         if layer_in_force(e.records, Layer::LandlockFs) {
             found.extend(files::exec_record_denials(e.records, &access));
         }
-        // As in the network scope: a refusal with nothing to show for it (a socket refused
-        // at creation, which the JVM and every name lookup do quietly) counts only where the
-        // command's text names that kind of failure.
-        if !weak.is_empty() && layer_in_force(e.records, Layer::Seccomp) {
-            let ctx = text::Context::new(e);
-            for mut d in network::denials(e.policy, e.cwd, &ctx) {
-                if weak.iter().any(|w| w.operation == d.operation) {
-                    d.evidence = EvidenceKind::SeccompObserver;
-                    found.push(d);
-                }
-            }
+        // As in the network scope: quiet probes (the JVM's socket, every name lookup's) are
+        // no denial unless the text says so.
+        if !weak.is_empty() {
+            found.extend(confirmed_probes(&weak, e, &text::Context::new(e)));
         }
         return merge(with_audit(found, e.audit));
     }
@@ -270,21 +263,7 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
             let (weak, strong): (Vec<Denial>, Vec<Denial>) =
                 kernel.iter().cloned().partition(is_probe_like);
             found.extend(strong);
-            // A refusal without a target (a socket refused at creation, before any address)
-            // is what every name lookup's quiet probe looks like (glibc's nscd socket, a DNS
-            // socket); it counts only where the command's text names the same kind of
-            // failure, and the text then adds nothing the kernel did not see.
-            if !weak.is_empty() && layer_in_force(e.records, Layer::Seccomp) {
-                let said = network::denials(e.policy, e.cwd, &ctx)
-                    .into_iter()
-                    .chain(network::syscall_denials(e.policy, &ctx));
-                for mut d in said {
-                    if weak.iter().any(|w| w.operation == d.operation) {
-                        d.evidence = EvidenceKind::SeccompObserver;
-                        found.push(d);
-                    }
-                }
-            }
+            found.extend(confirmed_probes(&weak, e, &ctx));
         }
         None if layer_in_force(e.records, Layer::Seccomp) => {
             found.extend(network::denials(e.policy, e.cwd, &ctx));
@@ -293,6 +272,25 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         None => {}
     }
     merge(with_audit(dedupe(found), e.audit))
+}
+
+/// The text's network denials of the kinds of `weak` (the probe-like kernel refusals): a
+/// refusal without a target (a socket refused at creation, before any address) is what every
+/// name lookup's quiet probe looks like (glibc's nscd socket, a DNS socket, the JVM's), so it
+/// counts only where the command's text names the same kind of failure, and the text then
+/// adds nothing the kernel did not see. Marked as the kernel's.
+fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<Denial> {
+    if weak.is_empty() || !layer_in_force(e.records, Layer::Seccomp) {
+        return Vec::new();
+    }
+    network::denials(e.policy, e.cwd, ctx)
+        .into_iter()
+        .filter(|d| weak.iter().any(|w| w.operation == d.operation))
+        .map(|mut d| {
+            d.evidence = EvidenceKind::SeccompObserver;
+            d
+        })
+        .collect()
 }
 
 /// A refused network or unix-socket call with nothing to show for it: no target (refused at

@@ -285,6 +285,26 @@ fn pin_unix_sockets(policy: &SandboxPolicy) -> Vec<(PathBuf, OwnedFd)> {
         .collect()
 }
 
+/// A copy of process `pid`'s descriptor `fd` (`pidfd_getfd`: the same open file, so a socket
+/// copied is the process's socket).
+fn copy_fd(pid: u32, fd: RawFd) -> io::Result<OwnedFd> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor owned by nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    // SAFETY: pidfd_getfd copies the target's descriptor into this process.
+    let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy as i32) })
+}
+
 /// Connects the process's socket `fd` to the pinned socket itself, through a copy of the
 /// descriptor (`pidfd_getfd`: the same socket, so the command's descriptor is connected), and
 /// answers with the result. The command's own `connect` never runs: what it wrote in its
@@ -292,23 +312,10 @@ fn pin_unix_sockets(policy: &SandboxPolicy) -> Vec<(PathBuf, OwnedFd)> {
 /// meanwhile is connected to the same allowed socket, or fails.
 fn broker_connect(pid: u32, fd: RawFd, pinned: &OwnedFd) -> Answer {
     let errno = |e: io::Error| Answer::Refuse(e.raw_os_error().unwrap_or(libc::EPERM));
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return Answer::Refuse(libc::EPERM);
+    let copy = match copy_fd(pid, fd) {
+        Ok(copy) => copy,
+        Err(e) => return errno(e),
     };
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if pidfd < 0 {
-        return errno(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor owned by nobody else.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-    // SAFETY: pidfd_getfd copies the target's descriptor into this process.
-    let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-    if copy < 0 {
-        return errno(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    let copy = unsafe { OwnedFd::from_raw_fd(copy as i32) };
     let via = format!("/proc/self/fd/{}", pinned.as_raw_fd());
     // SAFETY: sockaddr_un is plain data for which all-zero is valid.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
@@ -941,23 +948,9 @@ impl Process<'_> {
     /// Whether the process's descriptor `fd` is a TCP socket (Landlock's port rules govern
     /// only those): a copy is taken with `pidfd_getfd` and asked for its protocol.
     fn is_tcp_socket(&self, fd: RawFd) -> bool {
-        let Ok(pid) = libc::pid_t::try_from(self.pid) else {
+        let Ok(copy) = copy_fd(self.pid, fd) else {
             return false;
         };
-        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if pidfd < 0 {
-            return false;
-        }
-        // SAFETY: a new descriptor owned by nobody else.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-        // SAFETY: pidfd_getfd copies the target's descriptor into this process.
-        let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-        if copy < 0 {
-            return false;
-        }
-        // SAFETY: as above.
-        let copy = unsafe { OwnedFd::from_raw_fd(copy as i32) };
         let mut protocol: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: getsockopt writes one int into `protocol`, whose size `len` says.

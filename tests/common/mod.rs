@@ -254,3 +254,33 @@ macro_rules! require_userns {
         }
     };
 }
+
+/// The library's sandbox with the `cordon` binary under test as its helper.
+pub fn lib_sandbox() -> cordon::exec::Sandbox {
+    cordon::exec::Sandbox::new(cordon::helper::Helper::cordon_binary(env!(
+        "CARGO_BIN_EXE_cordon"
+    )))
+}
+
+/// A policy reading everything and writing only `writable`, network and unix sockets denied.
+pub fn lib_policy(writable: &Path) -> cordon::sandbox::SandboxPolicy {
+    let json = format!(
+        r#"{{"version":1,"filesystem":{{"read":["/"],"write":[{:?}]}},
+            "network":{{"mode":"denied","unix_sockets":"deny"}},
+            "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#,
+        writable.to_str().unwrap()
+    );
+    cordon::sandbox::SandboxPolicy::from_json(&json).unwrap()
+}
+
+/// A private canonical directory, removed on drop.
+pub struct WorkDir {
+    _tmp: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+pub fn workdir() -> WorkDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().canonicalize().unwrap();
+    WorkDir { _tmp: tmp, path }
+}
