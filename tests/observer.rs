@@ -429,6 +429,51 @@ fn forged_text_is_no_denial_when_the_observer_runs() {
     );
 }
 
+/// The observer remembers directories it found not to be links; a directory the command then
+/// replaces with a link to somewhere outside (by a rename or a removal) must be seen afresh.
+#[test]
+fn a_directory_replaced_by_a_link_to_outside_is_seen_afresh() {
+    let tree = Tree::new();
+    for (name, replace) in [
+        ("rename", "os.rename('d', 'd.old')"),
+        ("removal", "[os.unlink(f'd/{f}') for f in os.listdir('d')]; os.rmdir('d')"),
+    ] {
+        let target = tree.outside.join(format!("via-{name}"));
+        let script = format!(
+            r#"
+os.mkdir("d")
+for i in range(3):
+    open(f"d/warm{{i}}", "w").write("in")
+first = attempt(lambda: open("d/a", "w").write("a"))
+{replace}
+os.symlink({outside:?}, "d")
+second = attempt(lambda: open("d/via-{name}", "w"))
+print(first, second)
+sys.exit(0 if second == "OK" else 1)
+"#,
+            outside = tree.outside
+        );
+        let v = py_json(&tree, "on", &[], &script);
+        // EACCES from Landlock, or EROFS where the namespace layer mounts the outside read-only.
+        let stdout = v["stdout"].as_str().unwrap_or_default();
+        assert!(
+            stdout == "OK EACCES\n" || stdout == "OK EROFS\n",
+            "{name}: {v}"
+        );
+        assert_eq!(denials(&v), vec![seen("file_write", &target)], "{name}: {v}");
+        // From outside: the write through the link never happened.
+        assert!(!target.exists(), "{name}");
+        for leftover in ["d", "d.old"] {
+            let path = tree.cwd.join(leftover);
+            if path.is_symlink() {
+                std::fs::remove_file(&path).unwrap();
+            } else if path.exists() {
+                std::fs::remove_dir_all(&path).unwrap();
+            }
+        }
+    }
+}
+
 #[test]
 fn a_success_is_never_denied_and_repeated_attempts_are_merged_with_a_count() {
     let tree = Tree::new();
