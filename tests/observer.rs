@@ -429,6 +429,48 @@ fn forged_text_is_no_denial_when_the_observer_runs() {
     );
 }
 
+/// A check for write access (`access(W_OK)`, `test -w`) is how some tools give up without
+/// trying. The kernel's answer counts where the output names the checked path; a check that
+/// the tool moves on from (no word about it) is no denial, and a check followed by a real
+/// attempt is an ordinary one.
+#[test]
+fn a_write_check_counts_where_the_output_names_its_path() {
+    let tree = Tree::new();
+    let outside = &tree.outside;
+    let named = format!(
+        "ok = os.access({outside:?}, os.W_OK)\nprint({outside:?} + \" isn't writable\", file=sys.stderr)\nsys.exit(0 if ok else 1)"
+    );
+    let v = py_json(&tree, "on", &[], &named);
+    assert_eq!(v["exit_code"], 1, "{v}");
+    assert_eq!(denials(&v), vec![seen("file_write", outside)], "{v}");
+    assert_eq!(
+        allow_with(&v, &outside.display().to_string()),
+        format!("--writable {}", outside.display())
+    );
+    let again = py_json(
+        &tree,
+        "on",
+        &["--writable", &outside.display().to_string()],
+        &named,
+    );
+    assert_eq!(again["outcome"], "success", "{again}");
+
+    // Checked, not named, and the run fails for its own reason: no denial.
+    let quiet = format!("os.access({outside:?}, os.W_OK)\nsys.exit(3)");
+    let v = py_json(&tree, "on", &[], &quiet);
+    assert_eq!(v["exit_code"], 3, "{v}");
+    assert!(denials(&v).is_empty(), "{v}");
+
+    // Checked, then tried: the attempt is the denial, with its plain rule.
+    let file = outside.join("tried");
+    let tried = format!(
+        "os.access({outside:?}, os.W_OK)\nr = attempt(lambda: open({file:?}, 'w'))\nsys.exit(0 if r == 'OK' else 1)"
+    );
+    let v = py_json(&tree, "on", &[], &tried);
+    assert_eq!(denials(&v), vec![seen("file_write", &file)], "{v}");
+    assert!(!file.exists());
+}
+
 /// The observer remembers directories it found not to be links; a directory the command then
 /// replaces with a link to somewhere outside (by a rename or a removal) must be seen afresh.
 #[test]
@@ -436,7 +478,10 @@ fn a_directory_replaced_by_a_link_to_outside_is_seen_afresh() {
     let tree = Tree::new();
     for (name, replace) in [
         ("rename", "os.rename('d', 'd.old')"),
-        ("removal", "[os.unlink(f'd/{f}') for f in os.listdir('d')]; os.rmdir('d')"),
+        (
+            "removal",
+            "[os.unlink(f'd/{f}') for f in os.listdir('d')]; os.rmdir('d')",
+        ),
     ] {
         let target = tree.outside.join(format!("via-{name}"));
         let script = format!(
@@ -460,7 +505,11 @@ sys.exit(0 if second == "OK" else 1)
             stdout == "OK EACCES\n" || stdout == "OK EROFS\n",
             "{name}: {v}"
         );
-        assert_eq!(denials(&v), vec![seen("file_write", &target)], "{name}: {v}");
+        assert_eq!(
+            denials(&v),
+            vec![seen("file_write", &target)],
+            "{name}: {v}"
+        );
         // From outside: the write through the link never happened.
         assert!(!target.exists(), "{name}");
         for leftover in ["d", "d.old"] {

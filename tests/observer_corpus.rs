@@ -145,6 +145,56 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         ports.expected = vec![("tcp_port", format!("127.0.0.1:{port}"))];
         cases.push(ports);
     }
+    // A tool that checks for write access and gives up without trying says so in its own
+    // words; one that checks and moves on is no denial.
+    cases.push(case(
+        "write check named by the tool",
+        &format!(
+            "test -w {out} || {{ echo \"cannot rehash: {out} isn't writable\" >&2; exit 1; }}"
+        ),
+        &[("file_write", "@OUT@")],
+    ));
+    cases.push(case(
+        "write check it moves on from",
+        &format!("test -w {out} || true; exit 3"),
+        &[],
+    ));
+    // A package manager installing into a directory outside (pip from a local wheel: no index).
+    let pip = std::process::Command::new(&py)
+        .args(["-m", "pip", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if pip {
+        write_wheel(&tree.cwd.join("hello-0.1-py3-none-any.whl"));
+        cases.push(case(
+            "pip install into a target outside",
+            &format!("{py} -m pip install -q --no-index --disable-pip-version-check --target {out}/site ./hello-0.1-py3-none-any.whl"),
+            &[("file_write", "@OUT@/site")],
+        ));
+    } else {
+        eprintln!("skipped: pip install (no pip for {py})");
+    }
+    // Go: a static binary of its own runtime, raw system calls, no libc.
+    if let Some(go_bin) = build_go(&tree.root, &out, port) {
+        let go = go_bin.display().to_string();
+        cases.push(case(
+            "static Go binary writes outside",
+            &format!("{go} write"),
+            &[("file_write", "@OUT@/go.txt")],
+        ));
+        cases.push(case(
+            "static Go binary writes inside",
+            &format!("{go} inside"),
+            &[],
+        ));
+        cases.push(case(
+            "static Go binary dials TCP",
+            &format!("{go} dial"),
+            &[("network", &format!("127.0.0.1:{port}"))],
+        ));
+    } else {
+        eprintln!("skipped: Go (no go toolchain)");
+    }
     if linked {
         cases.push(case(
             "static binary",
@@ -160,7 +210,7 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         let tool = c.script.split_whitespace().next().unwrap_or("");
         if !tool.starts_with('/')
             && !tool.starts_with('{')
-            && !["ls", "mkdir", "cat", "touch", "make"].contains(&tool)
+            && !["ls", "mkdir", "cat", "touch", "make", "test"].contains(&tool)
             && !has(tool)
         {
             skipped.push(c.name);
@@ -223,4 +273,79 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         "precision {right}/{found}, recall {right}/{labelled}:\n{}",
         wrong.join("\n")
     );
+}
+
+/// A minimal wheel (one module, its metadata), so that pip installs without an index.
+fn write_wheel(path: &std::path::Path) {
+    let script = format!(
+        "import zipfile\nw = zipfile.ZipFile({path:?}, 'w')\n\
+         w.writestr('hello/__init__.py', 'x = 1\\n')\n\
+         w.writestr('hello-0.1.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: hello\\nVersion: 0.1\\n')\n\
+         w.writestr('hello-0.1.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: cordon-tests\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+         w.writestr('hello-0.1.dist-info/RECORD', 'hello/__init__.py,,\\nhello-0.1.dist-info/METADATA,,\\nhello-0.1.dist-info/WHEEL,,\\nhello-0.1.dist-info/RECORD,,\\n')\n\
+         w.close()\n"
+    );
+    let made = std::process::Command::new(common::python())
+        .args(["-c", &script])
+        .status()
+        .expect("run python");
+    assert!(made.success(), "cannot write the test wheel");
+}
+
+/// A static Go program (`CGO_ENABLED=0`) that writes outside, writes inside, or dials TCP,
+/// built outside the sandbox; `None` without a Go toolchain.
+fn build_go(root: &std::path::Path, out: &str, port: u16) -> Option<std::path::PathBuf> {
+    if !has("go") {
+        return None;
+    }
+    let dir = root.join("goprobe");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("main.go"),
+        format!(
+            r#"package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+)
+
+func main() {{
+	switch os.Args[1] {{
+	case "write":
+		if os.WriteFile("{out}/go.txt", []byte("x"), 0o644) != nil {{
+			os.Exit(1)
+		}}
+	case "inside":
+		if os.WriteFile("go-inside.txt", []byte("x"), 0o644) != nil {{
+			os.Exit(1)
+		}}
+		os.Exit(2)
+	case "dial":
+		if _, err := net.Dial("tcp", "127.0.0.1:{port}"); err != nil {{
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}}
+	}}
+}}
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("go.mod"), "module goprobe\n\ngo 1.18\n").unwrap();
+    let bin = root.join("goprobe-bin");
+    let built = std::process::Command::new("go")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .current_dir(&dir)
+        .env("CGO_ENABLED", "0")
+        .env("GOCACHE", root.join("gocache"))
+        .env("GOPATH", root.join("gopath"))
+        .env("GOFLAGS", "-mod=mod")
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(built, "go build of the probe failed");
+    Some(bin)
 }

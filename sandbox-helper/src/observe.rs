@@ -135,6 +135,9 @@ pub fn watched_rules_for(policy: &SandboxPolicy, scope: ObserveScope) -> Vec<Sys
         watch("connect", SYS_connect, &[], "a connection's address says which host, port or socket the command wanted"),
         watch("bind", SYS_bind, &[], "binding a port under port rules, or a socket path, is refused outside the rules"),
         watch("sendto", SYS_sendto, &[Arg::NonZero64(4)], "a datagram's destination says which host or socket the command wanted"),
+        watch("faccessat", SYS_faccessat, &[Arg::AnyBits32(2, W_OK as u64)],
+            "a check for write access (`test -w`) is how some tools give up without trying: read-only mounts answer it EROFS"),
+        watch("faccessat2", SYS_faccessat2, &[Arg::AnyBits32(2, W_OK as u64)], "as faccessat"),
     ];
     #[cfg(target_arch = "x86_64")]
     r.extend([
@@ -147,6 +150,12 @@ pub fn watched_rules_for(policy: &SandboxPolicy, scope: ObserveScope) -> Vec<Sys
         watch("unlink", SYS_unlink, &[], "as unlinkat"),
         watch("rmdir", SYS_rmdir, &[], "as unlinkat"),
         watch("rename", SYS_rename, &[], "as renameat"),
+        watch(
+            "access",
+            SYS_access,
+            &[Arg::AnyBits32(1, W_OK as u64)],
+            "as faccessat",
+        ),
     ]);
     r
 }
@@ -280,14 +289,15 @@ mod tests {
         }
         // Restricted to a narrower read root: every open is watched. A hidden path under "read
         // everything" is not a restriction of the roots: reads stay off the observer.
-        for (read, hidden, expected) in [
-            (r#""/usr""#, "", notify),
-            (r#""/""#, r#""/root""#, allow),
-        ] {
+        for (read, hidden, expected) in [(r#""/usr""#, "", notify), (r#""/""#, r#""/root""#, allow)]
+        {
             let p = policy(read, hidden);
-            let filter =
-                compile(&crate::syscall_rules::rules(&p), &p, ObserveScope::Full).unwrap();
-            assert_eq!(openat(&filter.install, libc::O_RDONLY), expected, "{read} {hidden}");
+            let filter = compile(&crate::syscall_rules::rules(&p), &p, ObserveScope::Full).unwrap();
+            assert_eq!(
+                openat(&filter.install, libc::O_RDONLY),
+                expected,
+                "{read} {hidden}"
+            );
         }
         // The refusal program the observer evaluates lets every open through: opens are only
         // watched, never refused by seccomp (except setuid creation).

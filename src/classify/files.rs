@@ -152,6 +152,39 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
         }
     }
     out.extend(rust_style(ctx));
+    out.extend(not_writable(ctx));
+    out
+}
+
+/// "PATH isn't writable", "'PATH' is not writable", "not writable: PATH": tools that check for
+/// write access (`test -w`, `access(W_OK)`) and give up without trying say so, with no errno
+/// (pyenv's "cannot rehash: /root/.pyenv/shims isn't writable"). The path must still be one
+/// the policy refuses to write.
+fn not_writable(ctx: &Context) -> Vec<Mention> {
+    static BEFORE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"['"`]?(/[^\s'"`:]*)['"`]?,? (?:or its parent directory )?(?:is not|isn't|is not owned or is not) writable"#)
+            .expect("static regex")
+    });
+    static AFTER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r#"(?:not writable|no write permission|no write access)(?: to)?:? ['"`]?(/[^\s'"`:]*)"#,
+        )
+        .expect("static regex")
+    });
+    let mut out = Vec::new();
+    for line in &ctx.lines {
+        for re in [&*BEFORE, &*AFTER] {
+            for c in re.captures_iter(line) {
+                let path = c[1].trim_end_matches(['.', ',', ';']);
+                if path.len() > 1 {
+                    out.push(Mention {
+                        path: path.to_owned(),
+                        intent: Intent::Write,
+                    });
+                }
+            }
+        }
+    }
     out
 }
 

@@ -280,23 +280,61 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
 /// counts only where the command's text names the same kind of failure, and the text then
 /// adds nothing the kernel did not see. Marked as the kernel's.
 fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<Denial> {
-    if weak.is_empty() || !layer_in_force(e.records, Layer::Seccomp) {
-        return Vec::new();
-    }
-    network::denials(e.policy, e.cwd, ctx)
-        .into_iter()
-        .filter(|d| weak.iter().any(|w| w.operation == d.operation))
-        .map(|mut d| {
-            d.evidence = EvidenceKind::SeccompObserver;
-            d
+    // A check for write access that the kernel saw answered no counts where the command's
+    // output names the path it checked (pyenv's "/root/.pyenv/shims isn't writable"): the text
+    // only confirms a check that happened, it cannot name a path that was not checked.
+    let mut out: Vec<Denial> = weak
+        .iter()
+        .filter(|d| d.rule.starts_with(WRITE_CHECK_RULE))
+        .filter(|d| {
+            d.target
+                .as_deref()
+                .is_some_and(|t| ctx.lines.iter().any(|l| names_path(l, t)))
         })
-        .collect()
+        .cloned()
+        .collect();
+    if weak.is_empty() || !layer_in_force(e.records, Layer::Seccomp) {
+        return out;
+    }
+    out.extend(
+        network::denials(e.policy, e.cwd, ctx)
+            .into_iter()
+            .filter(|d| weak.iter().any(|w| w.operation == d.operation))
+            .map(|mut d| {
+                d.evidence = EvidenceKind::SeccompObserver;
+                d
+            }),
+    );
+    out
 }
+
+/// Whether `line` names `path` as a whole path: not as the start of a longer one.
+fn names_path(line: &str, path: &str) -> bool {
+    line.match_indices(path).any(|(at, _)| {
+        let mut after = line[at + path.len()..].chars();
+        match after.next() {
+            Some('/' | '_' | '-') => false,
+            // A sentence's full stop, not an extension.
+            Some('.') => !after.next().is_some_and(char::is_alphanumeric),
+            Some(c) => !c.is_alphanumeric(),
+            None => true,
+        }
+    })
+}
+
+/// How the rule of a denial seen only as a check for write access (`access(W_OK)`,
+/// `test -w`) begins: the command asked, and did not try.
+pub const WRITE_CHECK_RULE: &str = "checked for write access only: ";
 
 /// A refused network or unix-socket call with nothing to show for it: no target (refused at
 /// `socket()`), or a unix socket path that does not exist (the connection would have failed
-/// with `ENOENT` anyway). Quiet probes look like this, so alone it is no denial.
+/// with `ENOENT` anyway). Quiet probes look like this, so alone it is no denial. So is a
+/// check for write access: programs ask it of many places (a writable site-packages, a cache
+/// directory) and take another when the answer is no.
 fn is_probe_like(d: &Denial) -> bool {
+    if d.rule.starts_with(WRITE_CHECK_RULE) {
+        return true;
+    }
     match (d.operation, d.target.as_deref()) {
         (Operation::Network | Operation::UnixSocket, None) => true,
         (Operation::UnixSocket, Some(path)) if path.starts_with('/') => {

@@ -411,3 +411,24 @@ fn shared_memory_eacces_points_at_dev_shm_unless_it_is_writable() {
     allowed.policy = policy(&[&cwd, Path::new("/dev/shm")], "denied", "deny");
     assert_eq!(allowed.run(), vec![]);
 }
+
+#[test]
+fn a_tool_that_found_a_path_not_writable_names_a_write_denial() {
+    let (_d, cwd) = workspace();
+    for line in [
+        "pyenv: cannot rehash: /etc isn't writable\n",
+        "error: '/etc' is not writable\n",
+        "fatal: not writable: /etc\n",
+    ] {
+        let found = Case::new(&cwd, &["sh", "-c", "x"], 1, line).run();
+        assert_eq!(found.len(), 1, "{line}: {found:?}");
+        assert_eq!(found[0].operation, Operation::FileWrite, "{line}");
+        assert_eq!(found[0].target.as_deref(), Some("/etc"), "{line}");
+        assert_eq!(found[0].allow_with, "--writable /etc", "{line}");
+    }
+    // The same words about a path the policy lets the command write are its own problem.
+    let inside = format!("pyenv: cannot rehash: {} isn't writable\n", cwd.display());
+    assert!(Case::new(&cwd, &["sh", "-c", "x"], 1, &inside)
+        .run()
+        .is_empty());
+}

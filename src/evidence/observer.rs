@@ -32,7 +32,7 @@ use cordon_sandbox::status::{ConfinementReceipt, Layer, StatusRecord};
 use cordon_sandbox::syscall_rules::{self, SyscallRule};
 
 use crate::classify::access::Access;
-use crate::classify::{merge, Denial, EvidenceKind, Operation};
+use crate::classify::{merge, Denial, EvidenceKind, Operation, WRITE_CHECK_RULE};
 
 /// How often the thread looks at its stop flag while no notification comes.
 const POLL_MS: libc::c_int = 100;
@@ -152,13 +152,25 @@ fn observe(
         // Recorded (and announced) before the answer, so that the event comes before
         // anything the command does after the call.
         for d in denials {
+            // A check for write access is no denial until the text confirms it (see
+            // `classify`): announced only once an attempt on the same target follows, which
+            // then also gives the denial its rule.
+            let check = d.rule.starts_with(WRITE_CHECK_RULE);
             match seen
                 .iter_mut()
                 .find(|s| s.operation == d.operation && s.target == d.target)
             {
-                Some(s) => s.count = s.count.saturating_add(1),
+                Some(s) => {
+                    s.count = s.count.saturating_add(1);
+                    if s.rule.starts_with(WRITE_CHECK_RULE) && !check {
+                        s.rule = d.rule;
+                        on_new(s);
+                    }
+                }
                 None => {
-                    on_new(&d);
+                    if !check {
+                        on_new(&d);
+                    }
                     seen.push(d);
                 }
             }
@@ -246,6 +258,9 @@ enum Target {
     Truncate(PathBuf),
     /// Executing it.
     Exec(PathBuf),
+    /// A check for write access to it (`access(W_OK)`, `test -w`): no attempt, but how some
+    /// tools give up without trying.
+    WriteCheck(PathBuf),
     /// `connect`, `bind` or `sendto` on socket `fd` with this address.
     Address(SocketCall, RawFd, Address),
     /// Nothing to read (or it could not be read).
@@ -654,6 +669,16 @@ impl Ctx<'_> {
                     out.extend(read(Operation::FileExecute, &path));
                 }
             }
+            Target::WriteCheck(path) if files => {
+                let path = resolve(path, true);
+                // A check on a missing path fails with ENOENT whatever the policy says.
+                if path.symlink_metadata().is_ok() {
+                    out.extend(write(&path).map(|mut d| {
+                        d.rule = format!("{WRITE_CHECK_RULE}{}", d.rule);
+                        d
+                    }));
+                }
+            }
             Target::Address(call, fd, address) => {
                 out.extend(self.address_denial(process, *call, *fd, address));
             }
@@ -689,7 +714,9 @@ impl Ctx<'_> {
             Target::Create(path) | Target::Remove(path) => {
                 self.plainly_inside(path, &writable, false)
             }
-            Target::Truncate(path) => self.plainly_inside(path, &writable, true),
+            Target::Truncate(path) | Target::WriteCheck(path) => {
+                self.plainly_inside(path, &writable, true)
+            }
             Target::Rename(from, to) => {
                 self.plainly_inside(from, &writable, false)
                     && self.plainly_inside(to, &writable, false)
@@ -848,6 +875,7 @@ impl Process {
                 SYS_truncate => Target::Truncate(path(None, args[0])?),
                 SYS_execve => Target::Exec(path(None, args[0])?),
                 SYS_execveat => Target::Exec(path(Some(args[0]), args[1])?),
+                SYS_faccessat | SYS_faccessat2 => Target::WriteCheck(path(Some(args[0]), args[1])?),
                 SYS_connect => Target::Address(
                     SocketCall::Connect,
                     args[0] as i32,
@@ -865,6 +893,8 @@ impl Process {
                 ),
                 #[cfg(target_arch = "x86_64")]
                 SYS_open => Target::Open(path(None, args[0])?, args[1]),
+                #[cfg(target_arch = "x86_64")]
+                SYS_access => Target::WriteCheck(path(None, args[0])?),
                 #[cfg(target_arch = "x86_64")]
                 SYS_creat => {
                     Target::Open(path(None, args[0])?, (O_CREAT | O_WRONLY | O_TRUNC) as u64)
