@@ -2,7 +2,9 @@
 //! databases, key tools, build tools, interpreters, a static binary, a daemon over a unix
 //! socket and TCP port rules, each attempting something the profile refuses (or, in the
 //! harmless cases, failing for a reason of its own). The observer's denials must be exactly
-//! the labels: precision and recall 1.0, with the exact target.
+//! the labels: precision and recall 1.0, with the exact target. The same cases run again in
+//! the default scope (network calls from the kernel, file denials from the text), against
+//! what the text can show (`Case::by_text`: silent runs are missed, a replayed log believed).
 //!
 //! Labels were written from what each tool does (the file it creates, the socket it reaches),
 //! not from what the observer said; `@OUT@` is a directory outside every writable root.
@@ -21,6 +23,16 @@ struct Case {
     flags: Vec<String>,
     /// (operation, target) with `@OUT@` for the outside directory.
     expected: Vec<(&'static str, String)>,
+    /// What the default scope finds where it differs: file denials there come from the text,
+    /// which a silent tool does not give and a replayed log can forge.
+    by_text: Option<Vec<(&'static str, String)>>,
+}
+
+impl Case {
+    fn by_text(mut self, found: &[(&'static str, &str)]) -> Case {
+        self.by_text = Some(found.iter().map(|(o, t)| (*o, (*t).to_owned())).collect());
+        self
+    }
 }
 
 fn case(name: &'static str, script: &str, expected: &[(&'static str, &str)]) -> Case {
@@ -32,6 +44,7 @@ fn case(name: &'static str, script: &str, expected: &[(&'static str, &str)]) -> 
             .iter()
             .map(|(o, t)| (*o, (*t).to_owned()))
             .collect(),
+        by_text: None,
     }
 }
 
@@ -101,20 +114,20 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         case("tar list", "tar cf a.tar m.c && tar tf a.tar >/dev/null", &[]),
         case("gzip beside an outside file", &format!("gzip -k {out}/data.txt"), &[("file_write", "@OUT@/data.txt.gz")]),
         case("gzip to stdout", &format!("gzip -c {out}/data.txt > d.gz"), &[]),
-        case("sqlite3 database outside", &format!("sqlite3 {out}/db.sqlite 'create table t(x)'"), &[("file_write", "@OUT@/db.sqlite")]),
+        case("sqlite3 database outside", &format!("sqlite3 {out}/db.sqlite 'create table t(x)'"), &[("file_write", "@OUT@/db.sqlite")]).by_text(&[]),
         case("sqlite3 database inside", "sqlite3 db.sqlite 'create table t(x)'", &[]),
         case("openssl key outside", &format!("openssl genrsa -out {out}/key.pem 1024"), &[("file_write", "@OUT@/key.pem")]),
         case("ssh-keygen key outside", &format!("ssh-keygen -q -N '' -t ed25519 -f {out}/id"), &[("file_write", "@OUT@/id")]),
         case("git init outside", &format!("git init -q {out}/repo"), &[("file_write", "@OUT@/repo")]),
         case("make recipe writes outside", "make -s", &[("file_write", "@OUT@/made")]),
-        case("perl open for writing", &format!("perl -e 'open(F, \">\", \"{out}/p\") or exit 2'"), &[("file_write", "@OUT@/p")]),
+        case("perl open for writing", &format!("perl -e 'open(F, \">\", \"{out}/p\") or exit 2'"), &[("file_write", "@OUT@/p")]).by_text(&[]),
         case("perl reads outside (allowed)", &format!("perl -ne 'print' {out}/data.txt >/dev/null && exit 4"), &[]),
-        case("silent shell", &format!("{{ echo > {out}/silent; }} 2>/dev/null; exit 3"), &[("file_write", "@OUT@/silent")]),
-        case("killed by a signal after the attempt", &format!("touch {out}/t 2>/dev/null; kill -9 $$"), &[("file_write", "@OUT@/t")]),
+        case("silent shell", &format!("{{ echo > {out}/silent; }} 2>/dev/null; exit 3"), &[("file_write", "@OUT@/silent")]).by_text(&[]),
+        case("killed by a signal after the attempt", &format!("touch {out}/t 2>/dev/null; kill -9 $$"), &[("file_write", "@OUT@/t")]).by_text(&[]),
         case("missing file is no denial", "ls /nonexistent-path", &[]),
         case("mkdir -p of existing dirs", "mkdir -p /usr/lib && exit 1", &[]),
         case("no such socket is no denial", &format!("{py} -c \"import socket; socket.socket(socket.AF_UNIX).connect('{out}/none.sock')\""), &[]),
-        case("replayed log is no denial", "cat log.txt >&2; exit 1", &[]),
+        case("replayed log is no denial", "cat log.txt >&2; exit 1", &[]).by_text(&[("file_write", "@OUT@/replayed"), ("file_write", "/etc/passwd")]),
         case("daemon over a unix socket", &format!("{py} -c \"import socket; socket.socket(socket.AF_UNIX).connect('{out}/daemon.sock')\""), &[("unix_socket", "@OUT@/daemon.sock")]),
         // The JVM: the compiler's class file, and a program that writes (single-file launch).
         case("javac class outside", &format!("javac -d {out} Hello.java"), &[("file_write", "@OUT@/Hello.class")]),
@@ -177,11 +190,14 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
     // Go: a static binary of its own runtime, raw system calls, no libc.
     if let Some(go_bin) = build_go(&tree.root, &out, port) {
         let go = go_bin.display().to_string();
-        cases.push(case(
-            "static Go binary writes outside",
-            &format!("{go} write"),
-            &[("file_write", "@OUT@/go.txt")],
-        ));
+        cases.push(
+            case(
+                "static Go binary writes outside",
+                &format!("{go} write"),
+                &[("file_write", "@OUT@/go.txt")],
+            )
+            .by_text(&[]),
+        );
         cases.push(case(
             "static Go binary writes inside",
             &format!("{go} inside"),
@@ -196,17 +212,28 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         eprintln!("skipped: Go (no go toolchain)");
     }
     if linked {
-        cases.push(case(
-            "static binary",
-            &static_bin.display().to_string(),
-            &[("file_write", "@OUT@/static")],
-        ));
+        cases.push(
+            case(
+                "static binary",
+                &static_bin.display().to_string(),
+                &[("file_write", "@OUT@/static")],
+            )
+            .by_text(&[]),
+        );
     }
 
+    // The full observer (forced on), then the default scope (network calls from the kernel,
+    // file denials from the text), each against its own labels.
+    for scope in ["on", "network"] {
+        run_corpus(&tree, &cases, scope, &out, &daemon);
+    }
+}
+
+fn run_corpus(tree: &Tree, cases: &[Case], scope: &str, out: &str, daemon: &UnixListener) {
     let (mut right, mut found, mut labelled) = (0usize, 0usize, 0usize);
     let mut wrong = Vec::new();
     let mut skipped = Vec::new();
-    for c in &cases {
+    for c in cases {
         let tool = c.script.split_whitespace().next().unwrap_or("");
         if !tool.starts_with('/')
             && !tool.starts_with('{')
@@ -218,7 +245,7 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         }
         let output = tree
             .cordon()
-            .env("CORDON_OBSERVER", "on")
+            .env("CORDON_OBSERVER", scope)
             .args(["run", "--json"])
             .args(&c.flags)
             .args(["--", "sh", "-c", &c.script])
@@ -230,16 +257,27 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
             .as_array()
             .into_iter()
             .flatten()
-            .inspect(|d| assert_eq!(d["evidence"], "seccomp_observer", "{}: {d}", c.name))
+            .inspect(|d| {
+                // In the default scope only file denials come from the text.
+                let text = scope == "network"
+                    && d["operation"]
+                        .as_str()
+                        .is_some_and(|o| o.starts_with("file_"));
+                let evidence = if text { "text" } else { "seccomp_observer" };
+                assert_eq!(d["evidence"], evidence, "{scope} {}: {d}", c.name)
+            })
             .map(|d| {
                 (
                     d["operation"].as_str().unwrap_or("").to_owned(),
-                    d["target"].as_str().unwrap_or("").replace(&out, "@OUT@"),
+                    d["target"].as_str().unwrap_or("").replace(out, "@OUT@"),
                 )
             })
             .collect();
-        let want: BTreeSet<(String, String)> = c
-            .expected
+        let labels = match (&c.by_text, scope) {
+            (Some(by_text), "network") => by_text,
+            _ => &c.expected,
+        };
+        let want: BTreeSet<(String, String)> = labels
             .iter()
             .map(|(o, t)| ((*o).to_owned(), t.clone()))
             .collect();
@@ -263,14 +301,14 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
             ));
         }
     }
-    eprintln!("observer corpus: {} cases, {labelled} labelled denials, {found} found, {right} right; skipped {skipped:?}", cases.len());
+    eprintln!("observer corpus, scope {scope}: {} cases, {labelled} labelled denials, {found} found, {right} right; skipped {skipped:?}", cases.len());
     assert!(
         skipped.is_empty(),
         "tools missing (.ci/run installs them): {skipped:?}"
     );
     assert!(
         wrong.is_empty(),
-        "precision {right}/{found}, recall {right}/{labelled}:\n{}",
+        "scope {scope}: precision {right}/{found}, recall {right}/{labelled}:\n{}",
         wrong.join("\n")
     );
 }

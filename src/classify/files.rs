@@ -151,8 +151,70 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
             }
         }
     }
+    for line in &ctx.lines {
+        out.extend(read_only_fs_paths(line, ctx));
+    }
     out.extend(rust_style(ctx));
     out.extend(not_writable(ctx));
+    out
+}
+
+/// Every path a "Read-only file system" line names, as a write: `EROFS` is only ever the
+/// answer to a change, so whatever the tool's wording ("cannot open output file PATH",
+/// "Can't open "PATH" for writing, Read-only file system", "PATH (Read-only file system)",
+/// "Saving key "PATH" failed"), the path on that line is what it tried to change. Paths after
+/// `->` or ` to ` are the other end of a link or a move (not changed there). A relative path
+/// in tar's `tar: PATH: Cannot open` is relative to its `-C` directory. The policy must still
+/// refuse writing it (checked by the caller), and its directory must exist (otherwise the
+/// kernel would have said ENOENT).
+fn read_only_fs_paths(line: &str, ctx: &Context) -> Vec<Mention> {
+    static ABSOLUTE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"(?:^|[\s'"`(<\[=‘])(/[^\s'"`()<>\[\],;:’]+)"#).expect("static regex")
+    });
+    if !line.to_lowercase().contains("read-only file system") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    // The program that speaks (`/usr/bin/ld: `, `/bin/sh: 1: `) is no path it changed.
+    let mut rest = match line.split_once(": ") {
+        Some((prog, after)) if !prog.contains(' ') => after,
+        _ => line,
+    };
+    for stop in [" -> ", " to "] {
+        if let Some(at) = rest.find(stop) {
+            rest = &rest[..at];
+        }
+    }
+    for c in ABSOLUTE.captures_iter(rest) {
+        let path = c[1].trim_end_matches('.');
+        if path.len() > 1 && Path::new(path).parent().is_some_and(Path::exists) {
+            out.push(Mention {
+                path: path.to_owned(),
+                intent: Intent::Write,
+            });
+        }
+    }
+    if let Some(relative) = line
+        .strip_prefix("tar: ")
+        .and_then(|r| r.split(": ").next())
+        .filter(|p| !p.starts_with('/') && !p.contains(' ') && !p.is_empty())
+    {
+        let dir = ctx
+            .commands
+            .iter()
+            .filter(|c| c.program() == "tar")
+            .find_map(|c| {
+                c.flag_value("-C")
+                    .or_else(|| c.flag_value("--directory"))
+                    .map(str::to_owned)
+            });
+        if let Some(dir) = dir {
+            out.push(Mention {
+                path: Path::new(&dir).join(relative).display().to_string(),
+                intent: Intent::Write,
+            });
+        }
+    }
     out
 }
 
@@ -306,7 +368,8 @@ fn gnu_style(line: &str, ctx: &Context) -> Vec<Mention> {
     let prog = prog.rsplit('/').next().unwrap_or(prog);
     let lower = rest.to_lowercase();
     let phrase = PHRASES.iter().find(|(p, _)| lower.contains(p));
-    let quoted_paths = quoted(rest);
+    // `ln`'s "'LINK' -> 'TARGET'": the link is what was created, the target is untouched.
+    let quoted_paths = quoted(rest.split(" -> ").next().unwrap_or(rest));
     let paths: Vec<String> = if !quoted_paths.is_empty() {
         quoted_paths
     } else {

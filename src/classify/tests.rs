@@ -432,3 +432,50 @@ fn a_tool_that_found_a_path_not_writable_names_a_write_denial() {
         .run()
         .is_empty());
 }
+
+#[test]
+fn any_read_only_file_system_line_names_what_was_changed() {
+    let (_d, cwd) = workspace();
+    for (argv, line) in [
+        (
+            vec!["gcc", "m.c", "-o", "/etc/m"],
+            "/usr/bin/ld: cannot open output file /etc/m: Read-only file system\n",
+        ),
+        (
+            vec!["openssl", "genrsa", "-out", "/etc/m"],
+            "genrsa: Can't open \"/etc/m\" for writing, Read-only file system\n",
+        ),
+        (
+            vec!["java", "W.java"],
+            "java.io.FileNotFoundException: /etc/m (Read-only file system)\n",
+        ),
+        (
+            vec!["ssh-keygen", "-f", "/etc/m"],
+            "Saving key \"/etc/m\" failed: Read-only file system\n",
+        ),
+        (
+            vec!["tar", "xf", "a.tar", "-C", "/etc"],
+            "tar: m: Cannot open: Read-only file system\n",
+        ),
+    ] {
+        let found = Case::new(&cwd, &argv, 1, line).run();
+        let targets: Vec<_> = found
+            .iter()
+            .map(|d| (d.operation, d.target.clone()))
+            .collect();
+        assert_eq!(
+            targets,
+            vec![(Operation::FileWrite, Some("/etc/m".to_owned()))],
+            "{line}"
+        );
+    }
+    // The other end of a link is not changed; the speaking program is no path it changed.
+    let link =
+        "ln: failed to create symbolic link '/etc/l' -> '/usr/bin/env': Read-only file system\n";
+    let found = Case::new(&cwd, &["ln", "-s", "/usr/bin/env", "/etc/l"], 1, link).run();
+    let targets: Vec<_> = found.iter().map(|d| d.target.clone()).collect();
+    assert_eq!(targets, vec![Some("/etc/l".to_owned())]);
+    // Without the errno's words, a path on a line is nothing.
+    let plain = "/usr/bin/ld: cannot find /etc/m\n";
+    assert!(Case::new(&cwd, &["gcc"], 1, plain).run().is_empty());
+}
