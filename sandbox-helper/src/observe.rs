@@ -299,6 +299,17 @@ mod tests {
                 "{read} {hidden}"
             );
         }
+        // A check for read or execute access stays off the observer; one for write access not.
+        let faccessat = |mode: i32| {
+            evaluate(
+                &filter.install,
+                AUDIT_ARCH,
+                libc::SYS_faccessat as u32,
+                [0, 0, mode as u64, 0, 0, 0],
+            )
+        };
+        assert_eq!(faccessat(libc::R_OK | libc::X_OK), allow);
+        assert_eq!(faccessat(libc::W_OK), notify);
         // The refusal program the observer evaluates lets every open through: opens are only
         // watched, never refused by seccomp (except setuid creation).
         assert_eq!(openat(&filter.refusals, libc::O_WRONLY), allow);
@@ -316,6 +327,12 @@ mod tests {
             }
             if rule.syscall == "sendto" {
                 args[4] = 1;
+            }
+            // A check for write access: W_OK in the mode.
+            match rule.syscall {
+                "access" => args[1] = libc::W_OK as u64,
+                "faccessat" | "faccessat2" => args[2] = libc::W_OK as u64,
+                _ => {}
             }
             let answer = evaluate(&filter.install, AUDIT_ARCH, rule.nr as u32, args);
             assert_eq!(answer, libc::SECCOMP_RET_USER_NOTIF, "{}", rule.syscall);

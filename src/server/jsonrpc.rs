@@ -205,106 +205,45 @@ where
         if text.is_empty() {
             continue;
         }
-        let message: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                send(
-                    &out,
-                    &error(&Value::Null, code::PARSE_ERROR, format!("parse error: {e}")),
-                )
-                .await;
+        let (id, method, params, is_notification) = match parse_message(text) {
+            Err(reply) => {
+                send(&out, &reply).await;
                 continue;
             }
-        };
-        let Some(object) = message.as_object() else {
-            send(
-                &out,
-                &error(
-                    &Value::Null,
-                    code::INVALID_REQUEST,
-                    "a message must be one JSON object (batches are not supported)",
-                ),
-            )
-            .await;
-            continue;
-        };
-        let id = object.get("id").cloned().unwrap_or(Value::Null);
-        if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
-            send(
-                &out,
-                &error(
-                    &Value::Null,
-                    code::INVALID_REQUEST,
-                    "id must be a string, a number or null",
-                ),
-            )
-            .await;
-            continue;
-        }
-        if object.get("jsonrpc") != Some(&json!("2.0")) {
-            send(
-                &out,
-                &error(&id, code::INVALID_REQUEST, "jsonrpc must be \"2.0\""),
-            )
-            .await;
-            continue;
-        }
-        // A response to one of our requests.
-        if !object.contains_key("method") {
-            let key = id.as_str().unwrap_or_default().to_owned();
-            let waiter = waiters
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&key);
-            match (waiter, object.get("result")) {
-                (Some(waiter), Some(result)) => {
-                    let _ = waiter.send(result.clone());
+            // A response to one of our requests.
+            Ok(Incoming::Response { id, result }) => {
+                let key = id.as_str().unwrap_or_default().to_owned();
+                let waiter = waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+                match (waiter, result) {
+                    (Some(waiter), Some(result)) => {
+                        let _ = waiter.send(result);
+                    }
+                    // An error answer: dropping the waiter makes it a deny.
+                    (Some(_), None) => {}
+                    (None, _) => {
+                        send(
+                            &out,
+                            &error(
+                                &id,
+                                code::INVALID_REQUEST,
+                                "no request of the server has this id",
+                            ),
+                        )
+                        .await;
+                    }
                 }
-                // An error answer: dropping the waiter makes it a deny.
-                (Some(_), None) => {}
-                (None, _) => {
-                    send(
-                        &out,
-                        &error(
-                            &id,
-                            code::INVALID_REQUEST,
-                            "no request of the server has this id",
-                        ),
-                    )
-                    .await;
-                }
+                continue;
             }
-            continue;
-        }
-        if let Some(unknown) = object
-            .keys()
-            .find(|k| !["jsonrpc", "id", "method", "params"].contains(&k.as_str()))
-        {
-            send(
-                &out,
-                &error(
-                    &id,
-                    code::INVALID_REQUEST,
-                    format!("unknown field {unknown:?}"),
-                ),
-            )
-            .await;
-            continue;
-        }
-        let Some(method) = object
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            send(
-                &out,
-                &error(&id, code::INVALID_REQUEST, "method must be a string"),
-            )
-            .await;
-            continue;
+            Ok(Incoming::Request {
+                id,
+                method,
+                params,
+                notification,
+            }) => (id, method, params, notification),
         };
-        let params = object.get("params").cloned().unwrap_or_else(|| json!({}));
-        let is_notification = !object.contains_key("id");
         let (service, out, approver) = (Arc::clone(&service), Arc::clone(&out), approver.clone());
         tasks.spawn(async move {
             let reply = match handle(&service, &method, params, &approver).await {
@@ -324,6 +263,85 @@ where
     waiters.lock().unwrap_or_else(|e| e.into_inner()).clear();
     service.cancel_all_user_shells();
     while tasks.join_next().await.is_some() {}
+}
+
+/// One line from the client, checked as a JSON-RPC 2.0 message.
+#[derive(Debug)]
+pub enum Incoming {
+    /// The client's answer to one of the server's requests (`result`, or an error: `None`).
+    Response { id: Value, result: Option<Value> },
+    /// A call of one of the server's methods; a notification (no `id`) gets no reply.
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+        notification: bool,
+    },
+}
+
+/// Reads one line as a message. An error is the JSON-RPC error object to send back, with a
+/// one-line message naming the problem.
+pub fn parse_message(text: &str) -> Result<Incoming, Value> {
+    let message: Value = serde_json::from_str(text)
+        .map_err(|e| error(&Value::Null, code::PARSE_ERROR, format!("parse error: {e}")))?;
+    let Some(object) = message.as_object() else {
+        return Err(error(
+            &Value::Null,
+            code::INVALID_REQUEST,
+            "a message must be one JSON object (batches are not supported)",
+        ));
+    };
+    let id = object.get("id").cloned().unwrap_or(Value::Null);
+    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
+        return Err(error(
+            &Value::Null,
+            code::INVALID_REQUEST,
+            "id must be a string, a number or null",
+        ));
+    }
+    if object.get("jsonrpc") != Some(&json!("2.0")) {
+        return Err(error(&id, code::INVALID_REQUEST, "jsonrpc must be \"2.0\""));
+    }
+    if !object.contains_key("method") {
+        return Ok(Incoming::Response {
+            result: object.get("result").cloned(),
+            id,
+        });
+    }
+    if let Some(unknown) = object
+        .keys()
+        .find(|k| !["jsonrpc", "id", "method", "params"].contains(&k.as_str()))
+    {
+        return Err(error(
+            &id,
+            code::INVALID_REQUEST,
+            format!("unknown field {unknown:?}"),
+        ));
+    }
+    let Some(method) = object.get("method").and_then(Value::as_str) else {
+        return Err(error(&id, code::INVALID_REQUEST, "method must be a string"));
+    };
+    Ok(Incoming::Request {
+        method: method.to_owned(),
+        params: object.get("params").cloned().unwrap_or_else(|| json!({})),
+        notification: !object.contains_key("id"),
+        id,
+    })
+}
+
+/// Checks `params` against what `method` takes, without running anything: the same
+/// validation `serve` applies before a call (unknown fields and wrong types refused).
+pub fn check_params(method: &str, value: Value) -> Result<(), (i64, String)> {
+    match method {
+        "exec" => params::<ExecParams>(value).map(drop),
+        "write_stdin" => params::<WriteParams>(value).map(drop),
+        "kill" => params::<KillParams>(value).map(drop),
+        "list" => params::<ListParams>(value).map(drop),
+        "user_shell" => params::<UserShellParams>(value).map(drop),
+        "user_shell_cancel" => params::<CancelParams>(value).map(drop),
+        "apply_patch" => params::<ApplyPatchParams>(value).map(drop),
+        other => Err((code::METHOD_NOT_FOUND, format!("unknown method {other:?}"))),
+    }
 }
 
 fn params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, (i64, String)> {
