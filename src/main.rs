@@ -256,13 +256,18 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CORDON);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(filter) => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+        // Without RUST_LOG, warnings and errors: a plain level needs none of the directive
+        // parsing (regular expressions included) that a filter costs every command.
+        Err(_) => tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_writer(std::io::stderr)
+            .init(),
+    }
     match cli.command {
         Command::Run(args) => {
             let json = args.json;

@@ -5,8 +5,9 @@
 //! this run's when that process is the helper or one of its descendants; its access records
 //! are then denials with `evidence: "landlock_audit"`.
 //!
-//! This module never changes the audit configuration: where audit is disabled (the default
-//! on most machines), or the caller lacks the capability, it does not run.
+//! This module never changes the audit configuration: where the caller lacks the capability
+//! it does not run, and where audit is disabled (the default on most machines) its thread
+//! only asks and ends.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -47,16 +48,24 @@ struct Records {
 impl AuditListener {
     /// Starts listening when audit is enabled and this process may read it; `None` otherwise.
     pub fn start() -> Option<AuditListener> {
-        if !audit_enabled() {
-            return None;
-        }
+        // Joined first, here: once the helper is spawned no record of its domains may be
+        // missed. Without `CAP_AUDIT_READ` this fails, and nothing more is asked.
         let socket = multicast_socket().ok()?;
         let stop = Arc::new(AtomicBool::new(false));
         let child = Arc::new(AtomicU32::new(0));
         let (stopping, run_child) = (Arc::clone(&stop), Arc::clone(&child));
+        // Whether audit is enabled is asked on the listener's own thread: the kernel answers
+        // `AUDIT_GET` from a kernel thread it starts for the purpose, a wait (about 0.1 ms)
+        // the run need not spend before its spawn. Records that arrive meanwhile wait in the
+        // joined socket.
         let thread = std::thread::Builder::new()
             .name("cordon-audit".into())
-            .spawn(move || listen(&socket, &stopping, &run_child))
+            .spawn(move || {
+                if !audit_enabled() {
+                    return Records::default();
+                }
+                listen(&socket, &stopping, &run_child)
+            })
             .ok()?;
         Some(AuditListener {
             stop,
