@@ -235,7 +235,13 @@ fn main() -> ExitCode {
         // Run inside the sandbox by the patch runtime; no CLI parsing, no logging.
         return exit_code(cordon::patch::applier_main(std::env::args_os().skip(2)));
     }
-    let cli = match Cli::try_parse() {
+    let parsed = match parse_run_alone() {
+        Some(args) => Ok(Cli {
+            command: Command::Run(Box::new(args)),
+        }),
+        None => Cli::try_parse(),
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help and --version.
@@ -343,6 +349,22 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `cordon run ...` parsed with the `run` subcommand's definitions alone: to parse any command
+/// line clap builds every subcommand's, about 0.1 ms that each run would pay. Only a command
+/// line this parser accepts is taken from it (the full parser accepts it too, with the same
+/// meaning: the `run` subcommand is these very definitions); help, version and every error
+/// are left to the full parser, which words them as it always has.
+fn parse_run_alone() -> Option<RunArgs> {
+    use clap::{Args, FromArgMatches};
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(OsStr::new("run")) {
+        return None;
+    }
+    let command = RunArgs::augment_args(clap::Command::new("run").no_binary_name(true));
+    let matches = command.try_get_matches_from(args).ok()?;
+    RunArgs::from_arg_matches(&matches).ok()
 }
 
 /// clap's error on one line: the message and its details (the valid values, a tip), without
