@@ -38,7 +38,7 @@
 #                               writing 100 files each, two at a time), without and with the
 #                               observer (CORDON_OBSERVER); every writing open is a notification
 # Target: on at most 1.05x off; the default (src/evidence/mod.rs) follows the figure.
-# The cost of `cordon run` itself (issue 13), next; BENCH_ONLY=run runs this block alone:
+# The cost of `cordon run` itself (issue 13), before it; BENCH_ONLY=run runs this block alone:
 #   helper alone                the helper `cordon run` finds, with the policy
 #                               `cordon run --print-policy` prints, running `true`
 #   cordon run -- true          the whole CLI in the same directory (a fresh project with a
