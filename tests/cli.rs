@@ -610,7 +610,10 @@ fn run_help_and_argument_errors_come_from_the_full_parser() {
     let help = tree.cordon().args(["run", "--help"]).output().unwrap();
     assert_eq!(help.status.code(), Some(0));
     let text = stdout(&help);
-    assert!(text.starts_with("Run PROGRAM confined by a profile"), "{text}");
+    assert!(
+        text.starts_with("Run PROGRAM confined by a profile"),
+        "{text}"
+    );
     assert!(text.contains("Usage: cordon run [OPTIONS]"), "{text}");
     let bad = tree.cordon().args(["run", "--bogus"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(125));
