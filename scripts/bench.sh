@@ -40,6 +40,13 @@
 #                               (the default) and in full (CORDON_OBSERVER); in full every
 #                               writing open and every execve is a notification
 # Target: on at most 1.05x off; the default (src/evidence/mod.rs) follows the figure.
+# The cost of `cordon run` itself (issue 13), before it; BENCH_ONLY=run runs this block alone:
+#   helper alone                the helper `cordon run` finds, with the policy
+#                               `cordon run --print-policy` prints, running `true`
+#   cordon run -- true          the whole CLI in the same directory (a fresh project with a
+#                               `.git` directory): start-up, profile resolution, spawn, wait
+#   cordon run --print-policy   start-up and resolution alone; `cordon --version` start-up alone
+# Target: cordon run within 1.25x of the helper alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,7 +90,7 @@ cargo build --release --quiet
 work=$(mktemp -d -p /var/tmp)
 trap 'rm -rf "$work"' EXIT
 min_src=../shared/bench/min-helper.c
-if [ "${BENCH_ONLY:-}" != observer ]; then
+if [ -z "${BENCH_ONLY:-}" ]; then
   [ -f "$min_src" ] || { echo "bench: $min_src not found" >&2; exit 1; }
   gcc -O2 -o "$work/min-helper" "$min_src"
 fi
@@ -96,6 +103,39 @@ cordon=$PWD/target/release/cordon
 policy=$(cd "$work" && "$cordon" run --print-policy)
 true_bin=$(command -v true)
 runs=${BENCH_RUNS:-300}
+
+if [ "${BENCH_ONLY:-}" != observer ]; then
+  # Where a person runs it: a project directory with a `.git`, not under /tmp.
+  run_dir=$work/run-project
+  mkdir -p "$run_dir/.git"
+  run_policy=$(cd "$run_dir" && CORDON_HELPER=$helper "$cordon" run --print-policy)
+  for round in $(seq "${BENCH_ROUNDS:-5}"); do
+    (cd "$run_dir" && CORDON_HELPER=$helper hyperfine -N --warmup 30 --runs "$runs" \
+      --export-json "$work/run-$round.json" \
+      -n 'true' "$true_bin" \
+      -n 'helper alone' "$helper --policy '$run_policy' -- $true_bin" \
+      -n 'cordon run -- true' "$cordon run -- $true_bin" \
+      -n 'cordon run --print-policy' "$cordon run --print-policy" \
+      -n 'cordon --version' "$cordon --version" >/dev/null)
+  done
+  python3 - "$work" "${BENCH_ROUNDS:-5}" <<'PY'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+means = {}
+for i in range(1, rounds + 1):
+    for x in json.load(open(f"{work}/run-{i}.json"))["results"]:
+        means.setdefault(x["command"], []).append(x["mean"] * 1000)
+ms = {k: statistics.median(v) for k, v in means.items()}
+ref = ms["helper alone"]
+print(f"cordon run itself, median of {rounds} rounds of hyperfine means (a project with .git):")
+for name in ["true", "helper alone", "cordon run -- true", "cordon run --print-policy", "cordon --version"]:
+    print(f"  {name:28} {ms[name]:7.3f} ms  ({ms[name] / ref:5.2f}x helper alone)")
+print(f"  cordon's own share: {ms['cordon run -- true'] - ref:.3f} ms, of which start-up and "
+      f"resolution {ms['cordon run --print-policy'] - ms['true']:.3f} ms")
+print(f"ratio cordon run / helper: {ms['cordon run -- true'] / ref:.3f} (target <= 1.25)")
+PY
+  [ "${BENCH_ONLY:-}" = run ] && exit 0
+fi
 
 obs=$work/observer
 mkdir -p "$obs"

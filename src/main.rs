@@ -235,7 +235,13 @@ fn main() -> ExitCode {
         // Run inside the sandbox by the patch runtime; no CLI parsing, no logging.
         return exit_code(cordon::patch::applier_main(std::env::args_os().skip(2)));
     }
-    let cli = match Cli::try_parse() {
+    let parsed = match parse_run_alone() {
+        Some(args) => Ok(Cli {
+            command: Command::Run(Box::new(args)),
+        }),
+        None => Cli::try_parse(),
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help and --version.
@@ -256,13 +262,18 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CORDON);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(filter) => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+        // Without RUST_LOG, warnings and errors: a plain level needs none of the directive
+        // parsing (regular expressions included) that a filter costs every command.
+        Err(_) => tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_writer(std::io::stderr)
+            .init(),
+    }
     match cli.command {
         Command::Run(args) => {
             let json = args.json;
@@ -338,6 +349,22 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `cordon run ...` parsed with the `run` subcommand's definitions alone: to parse any command
+/// line clap builds every subcommand's, about 0.1 ms that each run would pay. Only a command
+/// line this parser accepts is taken from it (the full parser accepts it too, with the same
+/// meaning: the `run` subcommand is these very definitions); help, version and every error
+/// are left to the full parser, which words them as it always has.
+fn parse_run_alone() -> Option<RunArgs> {
+    use clap::{Args, FromArgMatches};
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(OsStr::new("run")) {
+        return None;
+    }
+    let command = RunArgs::augment_args(clap::Command::new("run").no_binary_name(true));
+    let matches = command.try_get_matches_from(args).ok()?;
+    RunArgs::from_arg_matches(&matches).ok()
 }
 
 /// clap's error on one line: the message and its details (the valid values, a tip), without

@@ -11,6 +11,8 @@
 //! assert!(w.canonical.is_absolute());
 //! ```
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -48,6 +50,111 @@ pub(crate) struct Walk {
     pub hops: Vec<LinkHop>,
     /// Whether the last component was found (a lenient walk goes on past a missing one).
     pub exists: bool,
+}
+
+/// What one `lstat` (or `stat`, when following) told: the mode, or the errno.
+type StatAnswer = Result<u32, i32>;
+
+/// The answers of one [`memoized`] scope: a resolution asks about the same few directories
+/// (the working directory's components, `/tmp`, `$HOME`) once per root, protected entry and
+/// plantable place; within one resolution their answers are taken as fixed, as each single
+/// walk already takes them between its own steps.
+#[derive(Default)]
+struct Memo {
+    stats: HashMap<(PathBuf, bool), StatAnswer>,
+    links: HashMap<PathBuf, Result<PathBuf, i32>>,
+}
+
+thread_local! {
+    static MEMO: RefCell<Option<Memo>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the file system's answers to [`stat_mode`] and link reads remembered until it
+/// returns (nested scopes share the outer one). Only for work that reads and does not write:
+/// an answer is not asked again, so a change made inside the scope would go unseen.
+pub(crate) fn memoized<T>(f: impl FnOnce() -> T) -> T {
+    struct EndScope;
+    impl Drop for EndScope {
+        fn drop(&mut self) {
+            MEMO.with(|m| *m.borrow_mut() = None);
+        }
+    }
+    let outermost = MEMO.with(|m| {
+        let mut memo = m.borrow_mut();
+        if memo.is_some() {
+            return false;
+        }
+        *memo = Some(Memo::default());
+        true
+    });
+    // Not `then_some`: its argument is made, and dropped, either way, which would end the
+    // outer scope from inside a nested one.
+    let _end = if outermost { Some(EndScope) } else { None };
+    f()
+}
+
+/// The mode of `path` (`follow`: of what a final link points at), remembered within a
+/// [`memoized`] scope.
+pub(crate) fn stat_mode(path: &Path, follow: bool) -> io::Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let key = (path.to_path_buf(), follow);
+    if let Some(answer) =
+        MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.stats.get(&key).copied()))
+    {
+        return answer.map_err(io::Error::from_raw_os_error);
+    }
+    let asked = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    };
+    let answer: StatAnswer = match &asked {
+        Ok(meta) => Ok(meta.mode()),
+        // An error without an errno is not remembered: asking again gives it again.
+        Err(e) => match e.raw_os_error() {
+            Some(errno) => Err(errno),
+            None => return asked.map(|m| m.mode()),
+        },
+    };
+    MEMO.with(|m| {
+        if let Some(memo) = m.borrow_mut().as_mut() {
+            memo.stats.insert(key, answer);
+        }
+    });
+    answer.map_err(io::Error::from_raw_os_error)
+}
+
+/// What the link at `path` holds, remembered within a [`memoized`] scope.
+fn read_link(path: &Path) -> io::Result<PathBuf> {
+    if let Some(answer) =
+        MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.links.get(path).cloned()))
+    {
+        return answer.map_err(io::Error::from_raw_os_error);
+    }
+    let asked = std::fs::read_link(path);
+    let answer = match &asked {
+        Ok(target) => Ok(target.clone()),
+        Err(e) => match e.raw_os_error() {
+            Some(errno) => Err(errno),
+            None => return asked,
+        },
+    };
+    MEMO.with(|m| {
+        if let Some(memo) = m.borrow_mut().as_mut() {
+            memo.links.insert(path.to_path_buf(), answer);
+        }
+    });
+    asked
+}
+
+/// Whether a mode from [`stat_mode`] is a symbolic link's.
+pub(crate) fn is_symlink_mode(mode: u32) -> bool {
+    mode & libc::S_IFMT == libc::S_IFLNK
+}
+
+/// Whether a mode from [`stat_mode`] is a directory's.
+pub(crate) fn is_dir_mode(mode: u32) -> bool {
+    mode & libc::S_IFMT == libc::S_IFDIR
 }
 
 /// Resolves the absolute `path`; `follow_last` says whether a link in the last component is
@@ -111,8 +218,8 @@ fn walk_pending(
             out = next;
             continue;
         }
-        let meta = match std::fs::symlink_metadata(&next) {
-            Ok(meta) => meta,
+        let file_mode = match stat_mode(&next, false) {
+            Ok(file_mode) => file_mode,
             Err(e) if mode == Mode::Strict => return Err(e),
             Err(e) => {
                 missing = matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR));
@@ -122,9 +229,9 @@ fn walk_pending(
             }
         };
         exists = true;
-        let follow = meta.file_type().is_symlink() && (follow_last || !is_last);
+        let follow = is_symlink_mode(file_mode) && (follow_last || !is_last);
         if !follow {
-            if mode == Mode::Strict && !is_last && !meta.is_dir() {
+            if mode == Mode::Strict && !is_last && !is_dir_mode(file_mode) {
                 return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
             }
             out = next;
@@ -139,7 +246,7 @@ fn walk_pending(
                 }
             }
         }
-        let points_to = match std::fs::read_link(&next) {
+        let points_to = match read_link(&next) {
             Ok(target) => target,
             Err(e) if mode == Mode::Strict => return Err(e),
             Err(_) => {
@@ -173,4 +280,46 @@ fn push_components(pending: &mut Vec<OsString>, path: &Path) {
     // Consumed from the end, so kept reversed; a relative link target continues from the
     // link's directory, which is where the walk stands.
     pending.extend(parts.into_iter().rev());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memoized_scope_asks_once_and_forgets_when_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let file = base.join("f");
+        std::fs::write(&file, "x").unwrap();
+        std::os::unix::fs::symlink("f", base.join("link")).unwrap();
+        let seen_inside = memoized(|| {
+            let first = walk(&base.join("link"), Mode::Strict, true).unwrap();
+            // Changed behind the scope's back: the scope keeps its first answers.
+            std::fs::remove_file(base.join("link")).unwrap();
+            std::fs::remove_file(&file).unwrap();
+            let again = walk(&base.join("link"), Mode::Strict, true).unwrap();
+            assert_eq!(first.canonical, again.canonical);
+            assert_eq!(again.hops.len(), 1);
+            // Nested scopes share the outer one's answers.
+            memoized(|| stat_mode(&file, false).is_ok())
+        });
+        assert!(seen_inside);
+        // Outside the scope the file system is asked again.
+        let err = walk(&base.join("link"), Mode::Strict, true).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        assert_eq!(
+            stat_mode(&file, false).unwrap_err().raw_os_error(),
+            Some(libc::ENOENT)
+        );
+        // A missing path's errno is remembered as such.
+        memoized(|| {
+            let missing = stat_mode(&base.join("none"), true).unwrap_err();
+            assert_eq!(missing.raw_os_error(), Some(libc::ENOENT));
+            std::fs::write(base.join("none"), "").unwrap();
+            let still = stat_mode(&base.join("none"), true).unwrap_err();
+            assert_eq!(still.raw_os_error(), Some(libc::ENOENT));
+        });
+        assert!(stat_mode(&base.join("none"), true).is_ok_and(|m| !is_dir_mode(m)));
+    }
 }

@@ -803,6 +803,12 @@ impl PermissionProfile {
     /// written (the working directory, `/tmp`, `$TMPDIR`, a writable root) is an error unless
     /// its target is itself a root of the same kind reached without such a link.
     pub fn resolve(&self, ctx: &ResolveContext) -> Result<Resolved, ProfileError> {
+        // The same directories (the working directory's components, `/tmp`, `$HOME`) are
+        // asked about once per root, plantable place and protected entry: each is asked once.
+        crate::path_walk::memoized(|| self.resolve_in(ctx))
+    }
+
+    fn resolve_in(&self, ctx: &ResolveContext) -> Result<Resolved, ProfileError> {
         let lexical_cwd = ctx.absolute_cwd()?;
         let cwd_walk = walk(&lexical_cwd).map_err(|source| ProfileError::Cwd {
             path: ctx.cwd.clone(),
@@ -960,6 +966,7 @@ impl PermissionProfile {
                 read: &read,
                 write: &write,
                 anchors: Default::default(),
+                person_hooks: Default::default(),
             };
             protect.apply(rules, &mut read_only, &mut deny_read, &mut notes)?;
         }
@@ -1323,9 +1330,8 @@ fn link_inside(path: &Path, write: &[PathBuf]) -> Option<PathBuf> {
     let mut prefix = PathBuf::new();
     for component in path.components() {
         prefix.push(component);
-        let is_link = std::fs::symlink_metadata(&prefix)
-            .map(|m| m.file_type().is_symlink())
-            .unwrap_or(false);
+        let is_link = crate::path_walk::stat_mode(&prefix, false)
+            .is_ok_and(crate::path_walk::is_symlink_mode);
         if !is_link {
             continue;
         }
@@ -1350,6 +1356,9 @@ struct Protector<'a> {
     /// the writable roots), each made once: most entries then cost one `statx`, not one per
     /// component of their path.
     anchors: std::cell::RefCell<Vec<(PathBuf, Option<crate::path_walk::Walk>)>>,
+    /// The `core.hooksPath` values of the person's own git configuration, read once for all
+    /// the `.git` entries (one per writable root).
+    person_hooks: std::cell::OnceCell<Vec<String>>,
 }
 
 /// Where a protected path is, as far as the file system tells.
@@ -1399,30 +1408,38 @@ impl Protector<'_> {
             return Vec::new();
         };
         let pointers = git_pointers(dot_git);
-        let mut configs: Vec<(PathBuf, bool)> = std::iter::once(dot_git)
-            .chain(pointers.iter().map(PathBuf::as_path))
-            .map(|dir| (dir.join("config"), false))
-            .collect();
-        // The person's own configuration lies outside the workspace (else it is protected
-        // itself), so a dotfile manager's link to it is followed.
         let home = self.ctx.home.clone().filter(|h| h.is_absolute());
-        let config_home = self
-            .ctx
-            .xdg_config_home
-            .clone()
-            .filter(|c| c.is_absolute())
-            .or_else(|| home.as_ref().map(|h| h.join(".config")));
-        configs.extend(home.iter().map(|h| (h.join(".gitconfig"), true)));
-        configs.extend(config_home.iter().map(|c| (c.join("git/config"), true)));
+        let mut values: Vec<String> = std::iter::once(dot_git)
+            .chain(pointers.iter().map(PathBuf::as_path))
+            .flat_map(|dir| config_values(&dir.join("config"), false, "core", "hookspath"))
+            .collect();
+        values.extend(
+            self.person_hooks
+                .get_or_init(|| {
+                    // The person's own configuration lies outside the workspace (else it is protected
+                    // itself), so a dotfile manager's link to it is followed.
+                    let config_home = self
+                        .ctx
+                        .xdg_config_home
+                        .clone()
+                        .filter(|c| c.is_absolute())
+                        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+                    home.iter()
+                        .map(|h| h.join(".gitconfig"))
+                        .chain(config_home.iter().map(|c| c.join("git/config")))
+                        .flat_map(|config| config_values(&config, true, "core", "hookspath"))
+                        .collect()
+                })
+                .iter()
+                .cloned(),
+        );
         let mut out = pointers.clone();
-        for (config, follow) in configs {
-            for value in config_values(&config, follow, "core", "hookspath") {
-                let hooks = match (value.strip_prefix("~/"), &home) {
-                    (Some(rest), Some(home)) => home.join(rest),
-                    _ => worktree.join(&value),
-                };
-                out.push(hooks);
-            }
+        for value in values {
+            let hooks = match (value.strip_prefix("~/"), &home) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ => worktree.join(&value),
+            };
+            out.push(hooks);
         }
         for sub in config_values(&worktree.join(".gitmodules"), false, "submodule", "path") {
             let sub = Path::new(&sub);
@@ -1588,8 +1605,8 @@ impl Protector<'_> {
 /// A directory anyone may create entries in, each keeping their own (`/tmp`, `/var/tmp`,
 /// `/dev/shm`): world-writable with the sticky bit.
 fn is_shared_temporary(dir: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o1002 == 0o1002)
+    crate::path_walk::stat_mode(dir, true)
+        .is_ok_and(|mode| crate::path_walk::is_dir_mode(mode) && mode & 0o1002 == 0o1002)
 }
 
 /// Resolves `path` following links (a missing part taken as it is); `None` when it cannot be

@@ -601,3 +601,28 @@ fn completions_load_in_their_shells_and_the_man_page_renders() {
     assert!(page.contains(".TH cordon 1"), "{page}");
     assert!(page.contains("doctor"));
 }
+
+#[test]
+fn run_help_and_argument_errors_come_from_the_full_parser() {
+    // `cordon run` is parsed with its own definitions alone for speed; help and errors must
+    // read exactly as the full command line's parser words them.
+    let tree = Tree::new();
+    let help = tree.cordon().args(["run", "--help"]).output().unwrap();
+    assert_eq!(help.status.code(), Some(0));
+    let text = stdout(&help);
+    assert!(
+        text.starts_with("Run PROGRAM confined by a profile"),
+        "{text}"
+    );
+    assert!(text.contains("Usage: cordon run [OPTIONS]"), "{text}");
+    let bad = tree.cordon().args(["run", "--bogus"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(125));
+    assert_eq!(
+        stderr(&bad),
+        "cordon: unexpected argument '--bogus' found (to pass '--bogus' as a value, use '-- --bogus')\n"
+    );
+    // A command line the fast path accepts runs as before.
+    let ok = tree.run(&["--", "sh", "-c", "echo ran"]);
+    assert_eq!(stdout(&ok), "ran\n", "{}", stderr(&ok));
+    assert_eq!(ok.status.code(), Some(0));
+}

@@ -5,14 +5,15 @@
 //! this run's when that process is the helper or one of its descendants; its access records
 //! are then denials with `evidence: "landlock_audit"`.
 //!
-//! This module never changes the audit configuration: where audit is disabled (the default
-//! on most machines), or the caller lacks the capability, it does not run.
+//! This module never changes the audit configuration: where the caller lacks the capability
+//! it does not run, and where audit is disabled (the default on most machines) its thread
+//! only asks and ends.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -33,7 +34,6 @@ const NLMSG_HDRLEN: usize = 16;
 /// A running listener.
 pub(crate) struct AuditListener {
     stop: Arc<AtomicBool>,
-    child: Arc<AtomicU32>,
     thread: JoinHandle<Records>,
 }
 
@@ -44,32 +44,42 @@ struct Records {
     ours: Vec<String>,
 }
 
-impl AuditListener {
-    /// Starts listening when audit is enabled and this process may read it; `None` otherwise.
-    pub fn start() -> Option<AuditListener> {
-        if !audit_enabled() {
-            return None;
-        }
-        let socket = multicast_socket().ok()?;
+/// The read-log group joined, before the helper is spawned, so that no record of its domains
+/// is missed: they wait in the socket until [`AuditGroup::listen_for`] reads them.
+pub(crate) struct AuditGroup {
+    socket: OwnedFd,
+}
+
+impl AuditGroup {
+    /// Joins the group; `None` without `CAP_AUDIT_READ` (then nothing more is asked).
+    pub fn join() -> Option<AuditGroup> {
+        multicast_socket().ok().map(|socket| AuditGroup { socket })
+    }
+
+    /// Starts the listener for the run whose helper is `pid`: domains it and its descendants
+    /// create are this run's. Whether audit is enabled at all is asked on the listener's own
+    /// thread (the kernel answers `AUDIT_GET` from a kernel thread it starts for the purpose,
+    /// about 0.1 ms the run need not wait for); disabled, the thread ends with nothing. Called
+    /// after the spawn: the first thread a process makes has glibc take over `SIGSETXID`, and
+    /// a command spawned after that would not inherit the caller's disposition of it.
+    pub fn listen_for(self, pid: u32) -> Option<AuditListener> {
         let stop = Arc::new(AtomicBool::new(false));
-        let child = Arc::new(AtomicU32::new(0));
-        let (stopping, run_child) = (Arc::clone(&stop), Arc::clone(&child));
+        let stopping = Arc::clone(&stop);
+        let socket = self.socket;
         let thread = std::thread::Builder::new()
             .name("cordon-audit".into())
-            .spawn(move || listen(&socket, &stopping, &run_child))
+            .spawn(move || {
+                if !audit_enabled() {
+                    return Records::default();
+                }
+                listen(&socket, &stopping, pid)
+            })
             .ok()?;
-        Some(AuditListener {
-            stop,
-            child,
-            thread,
-        })
+        Some(AuditListener { stop, thread })
     }
+}
 
-    /// The helper's pid, once spawned: domains its descendants create are this run's.
-    pub fn set_child(&self, pid: u32) {
-        self.child.store(pid, Ordering::SeqCst);
-    }
-
+impl AuditListener {
     /// Stops listening and returns the run's denials as `policy` and `receipt` explain them.
     pub fn finish(
         self,
@@ -199,7 +209,7 @@ fn multicast_socket() -> io::Result<OwnedFd> {
     Ok(socket)
 }
 
-fn listen(socket: &OwnedFd, stop: &AtomicBool, child: &AtomicU32) -> Records {
+fn listen(socket: &OwnedFd, stop: &AtomicBool, child: u32) -> Records {
     let mut records = Records::default();
     let mut buf = vec![0u8; 65536];
     // After the stop, a short while more: the records of the last denials may still be on
@@ -242,8 +252,7 @@ fn listen(socket: &OwnedFd, stop: &AtomicBool, child: &AtomicU32) -> Records {
             AUDIT_LANDLOCK_ACCESS => records.access.entry(domain).or_default().push(text),
             AUDIT_LANDLOCK_DOMAIN if field(&text, "status").as_deref() == Some("allocated") => {
                 let creator = field(&text, "pid").and_then(|p| p.parse::<u32>().ok());
-                let ours = child.load(Ordering::SeqCst);
-                if creator.is_some_and(|p| ours != 0 && descends_from(p, ours)) {
+                if creator.is_some_and(|p| child != 0 && descends_from(p, child)) {
                     records.ours.push(domain);
                 }
             }

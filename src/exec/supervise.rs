@@ -116,11 +116,11 @@ pub(super) async fn run(
         }
     };
     let mut command = tokio::process::Command::from(command);
-    // Before the spawn, so that no record of the run is missed.
-    let audit = request
+    // Joined before the spawn, so that no record of the run is missed.
+    let audit_group = request
         .policy
         .as_ref()
-        .and_then(|_| crate::evidence::audit::AuditListener::start());
+        .and_then(|_| crate::evidence::audit::AuditGroup::join());
     let spawned = command.spawn();
     // The parent's copies of the child's stdio (a PTY slave, a stdin pipe's read end) go with
     // the command, so a terminal hangs up when the command's last holder exits.
@@ -139,9 +139,9 @@ pub(super) async fn run(
     };
     let pid = child.id();
     result.pid = pid;
-    if let (Some(audit), Some(pid)) = (&audit, pid) {
-        audit.set_child(pid);
-    }
+    let audit = audit_group
+        .zip(pid)
+        .and_then(|(group, pid)| group.listen_for(pid));
     let group = ProcessGroup::new(pid);
 
     // A blocking read is fine: the status pipe reaches end of file at the helper's execve or
@@ -870,8 +870,11 @@ async fn drain(
     stop: CancellationToken,
 ) -> Drained {
     let mut drained = Drained::new(limit);
-    let mut out_buf = vec![0u8; READ_CHUNK];
-    let mut err_buf = vec![0u8; READ_CHUNK];
+    // Capacity only: the kernel's copy touches what a read fills, so a stream that stays
+    // quiet (or is not read at all: an inherited stdout) costs no zeroed 64 KiB, 16 page
+    // faults each.
+    let mut out_buf = Vec::with_capacity(if stdout.is_some() { READ_CHUNK } else { 0 });
+    let mut err_buf = Vec::with_capacity(if stderr.is_some() { READ_CHUNK } else { 0 });
     while stdout.is_some() || stderr.is_some() {
         let (stream, n) = tokio::select! {
             _ = stop.cancelled() => break,
@@ -917,13 +920,17 @@ async fn drain(
     drained
 }
 
-/// Reads from the pipe if it is still open; otherwise never completes, so `select!` ignores it.
+/// Reads from the pipe if it is still open into `buf`'s spare capacity (what an earlier read
+/// left there is consumed already); otherwise never completes, so `select!` ignores it.
 async fn read_some<R: AsyncRead + Unpin>(
     pipe: &mut Option<R>,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
 ) -> io::Result<usize> {
     match pipe {
-        Some(pipe) => pipe.read(buf).await,
+        Some(pipe) => {
+            buf.clear();
+            pipe.read_buf(buf).await
+        }
         None => std::future::pending().await,
     }
 }
