@@ -140,28 +140,46 @@ fn plain_execs(total: usize, concurrency: usize, setsid: bool) -> Result<f64, Bo
     Ok((per_worker * concurrency) as f64 / started.elapsed().as_secs_f64())
 }
 
-/// `std::process::Command` running the helper's own command line for `true` (what the
-/// library launches, without its status socket): the reference the library's figure is held
-/// to, since both pay for the helper.
-fn plain_helper_execs(
+/// `std::process::Command` running the helper exactly as the library launches it (the same
+/// command line: policy, cwd, status socket, the observer's network scope), reading its status
+/// records to their end as the library does, without the library's supervision around it: the
+/// reference the library's figure is held to, since both pay for the helper.
+fn plain_launch_execs(
     total: usize,
     concurrency: usize,
-    program: std::path::PathBuf,
-    args: Vec<std::ffi::OsString>,
+    helper: Helper,
+    policy: SandboxPolicy,
+    cwd: std::path::PathBuf,
 ) -> Result<f64, BoxError> {
     let started = Instant::now();
     let per_worker = total / concurrency;
     let threads: Vec<_> = (0..concurrency)
         .map(|_| {
-            let (program, args) = (program.clone(), args.clone());
+            let (helper, policy, cwd) = (helper.clone(), policy.clone(), cwd.clone());
             std::thread::spawn(move || -> Result<(), String> {
+                let options = cordon::helper::LaunchOptions {
+                    observe: Some(cordon::sandbox::observe::ObserveScope::Network),
+                    ..Default::default()
+                };
                 for _ in 0..per_worker {
-                    let status = Command::new(&program)
-                        .args(&args)
-                        .status()
+                    let mut launch = helper
+                        .command_with_options(&policy, &cwd, &["true".into()], &[], options)
                         .map_err(|e| e.to_string())?;
+                    let mut child = launch
+                        .command
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .map_err(|e| e.to_string())?;
+                    drop(launch.command);
+                    launch
+                        .status
+                        .read_after_spawn()
+                        .map_err(|e| e.to_string())?;
+                    let status = child.wait().map_err(|e| e.to_string())?;
                     if !status.success() {
-                        return Err(format!("the helper's command line failed: {status}"));
+                        return Err(format!("the helper's launch failed: {status}"));
                     }
                 }
                 Ok(())
@@ -199,16 +217,17 @@ async fn main() -> Result<(), BoxError> {
             tokio::task::spawn_blocking(move || plain_execs(execs, concurrency, false)).await??;
         let forked =
             tokio::task::spawn_blocking(move || plain_execs(execs, concurrency, true)).await??;
-        let mut helper_args = opts.helper.leading_args().to_vec();
-        helper_args
-            .extend(["--policy", &policy.to_json(), "--cwd", tmp, "--", "true"].map(Into::into));
-        let program = opts.helper.program().to_path_buf();
+        let (helper, launch_policy, cwd) = (
+            opts.helper.clone(),
+            policy.clone(),
+            std::path::PathBuf::from(tmp),
+        );
         let helper_line = tokio::task::spawn_blocking(move || {
-            plain_helper_execs(execs, concurrency, program, helper_args)
+            plain_launch_execs(execs, concurrency, helper, launch_policy, cwd)
         })
         .await??;
         println!(
-            "  concurrency {concurrency}: library+helper {confined:8.1}/s | std::process::Command running the helper's command line {helper_line:8.1}/s (ratio {:.3}; target >= 0.85) | library unsandboxed {direct:8.1}/s | std::process::Command running true {reference:8.1}/s (with a setsid pre_exec: {forked:8.1}/s)",
+            "  concurrency {concurrency}: library+helper {confined:8.1}/s | std::process::Command running the same helper launch {helper_line:8.1}/s (ratio {:.3}; target >= 0.85) | library unsandboxed {direct:8.1}/s | std::process::Command running true {reference:8.1}/s (with a setsid pre_exec: {forked:8.1}/s)",
             confined / helper_line
         );
     }

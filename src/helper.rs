@@ -189,12 +189,6 @@ impl Helper {
         &self.program
     }
 
-    /// The arguments that come before the helper's own (`__sandbox` when `cordon` is its own
-    /// helper).
-    pub fn leading_args(&self) -> &[OsString] {
-        &self.leading_args
-    }
-
     /// Builds the launch of `argv` under `policy` in `cwd`. The status pipe's write end is
     /// inherited by the helper only: it is close-on-exec in this process and made inheritable
     /// in the child between fork and exec. This process becomes not dumpable, with a core soft
