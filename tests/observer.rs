@@ -471,6 +471,32 @@ fn a_write_check_counts_where_the_output_names_its_path() {
     assert!(!file.exists());
 }
 
+/// A netlink socket refused at creation is how Node (every `npm` run), Go and glibc list the
+/// network interfaces, and they carry on without it: no denial unless the output says a socket
+/// was not permitted (as `ip` does), in either scope.
+#[test]
+fn a_refused_netlink_socket_counts_only_where_the_output_says_so() {
+    let tree = Tree::new();
+    let quiet = "r = attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))\nprint(r)\nsys.exit(3)";
+    let said = "r = attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))\nprint('Cannot open netlink socket: Operation not permitted', file=sys.stderr)\nsys.exit(1)";
+    for scope in ["on", "network"] {
+        let v = py_json(&tree, scope, &[], quiet);
+        assert_eq!(v["stdout"], "EPERM\n", "{scope}: {v}");
+        assert_eq!(v["exit_code"], 3, "{scope}: {v}");
+        assert!(denials(&v).is_empty(), "{scope}: {v}");
+        let v = py_json(&tree, scope, &[], said);
+        assert_eq!(
+            denials(&v),
+            vec![(
+                "syscall".to_owned(),
+                "socket".to_owned(),
+                "seccomp_observer".to_owned()
+            )],
+            "{scope}: {v}"
+        );
+    }
+}
+
 /// The observer remembers directories it found not to be links; a directory the command then
 /// replaces with a link to somewhere outside (by a rename or a removal) must be seen afresh.
 #[test]

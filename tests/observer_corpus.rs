@@ -187,6 +187,28 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
     } else {
         eprintln!("skipped: pip install (no pip for {py})");
     }
+    // npm installing a local package into a prefix outside: it also tries to make its cache
+    // in HOME, which the default profile does not let it write. The text names neither
+    // (npm reports the prefix as ENOENT and its logs as "an error writing to the directory").
+    if has("npm") {
+        std::fs::create_dir_all(tree.cwd.join("npmpkg")).unwrap();
+        std::fs::write(
+            tree.cwd.join("npmpkg/package.json"),
+            r#"{"name":"hello","version":"0.1.0"}"#,
+        )
+        .unwrap();
+        std::fs::write(tree.cwd.join("npmpkg/index.js"), "module.exports = 1;\n").unwrap();
+        cases.push(
+            case(
+                "npm install into a prefix outside",
+                &format!("npm install --offline --no-audit --no-fund --prefix {out}/app ./npmpkg"),
+                &[("file_write", "@HOME@/.npm"), ("file_write", "@OUT@/app")],
+            )
+            .by_text(&[]),
+        );
+    } else {
+        eprintln!("skipped: npm (not installed)");
+    }
     // Go: a static binary of its own runtime, raw system calls, no libc.
     if let Some(go_bin) = build_go(&tree.root, &out, port) {
         let go = go_bin.display().to_string();
@@ -269,7 +291,11 @@ fn run_corpus(tree: &Tree, cases: &[Case], scope: &str, out: &str, daemon: &Unix
             .map(|d| {
                 (
                     d["operation"].as_str().unwrap_or("").to_owned(),
-                    d["target"].as_str().unwrap_or("").replace(out, "@OUT@"),
+                    d["target"]
+                        .as_str()
+                        .unwrap_or("")
+                        .replace(out, "@OUT@")
+                        .replace(&tree.home.display().to_string(), "@HOME@"),
                 )
             })
             .collect();

@@ -293,6 +293,17 @@ fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<D
         })
         .cloned()
         .collect();
+    // A refused socket of another family counts where the output says a socket was not
+    // permitted (`ip`'s "Cannot open netlink socket: Operation not permitted").
+    let socket_refused = ctx
+        .lines
+        .iter()
+        .any(|l| text::says_eperm(l) && l.to_lowercase().contains("socket"));
+    out.extend(
+        weak.iter()
+            .filter(|d| d.operation == Operation::Syscall && socket_refused)
+            .cloned(),
+    );
     if weak.is_empty() || !layer_in_force(e.records, Layer::Seccomp) {
         return out;
     }
@@ -336,6 +347,9 @@ fn is_probe_like(d: &Denial) -> bool {
         return true;
     }
     match (d.operation, d.target.as_deref()) {
+        // A socket of another family refused at creation (a netlink socket: how Node, Go and
+        // glibc list the network interfaces, every `npm` run) is a probe too.
+        (Operation::Syscall, Some("socket")) => true,
         (Operation::Network | Operation::UnixSocket, None) => true,
         (Operation::UnixSocket, Some(path)) if path.starts_with('/') => {
             std::fs::symlink_metadata(path).is_err()
