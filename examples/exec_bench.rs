@@ -108,36 +108,43 @@ async fn library_execs(
     Ok((per_worker * concurrency) as f64 / started.elapsed().as_secs_f64())
 }
 
-/// `std::process::Command` running `true`; with `setsid`, the same `pre_exec` step the runtime
-/// uses, which makes std fork instead of using `posix_spawn`.
-fn plain_execs(total: usize, concurrency: usize, setsid: bool) -> Result<f64, BoxError> {
-    use std::os::unix::process::CommandExt;
+/// Execs per second of `one_exec` run `total` times over `concurrency` threads.
+fn threaded_execs(
+    total: usize,
+    concurrency: usize,
+    one_exec: impl Fn() -> Result<(), String> + Clone + Send + 'static,
+) -> Result<f64, BoxError> {
     let started = Instant::now();
     let per_worker = total / concurrency;
     let threads: Vec<_> = (0..concurrency)
         .map(|_| {
-            std::thread::spawn(move || -> std::io::Result<()> {
-                for _ in 0..per_worker {
-                    let mut command = Command::new("true");
-                    if setsid {
-                        // SAFETY: setsid is async-signal-safe.
-                        unsafe {
-                            command.pre_exec(|| {
-                                libc::setsid();
-                                Ok(())
-                            });
-                        }
-                    }
-                    command.status()?;
-                }
-                Ok(())
-            })
+            let one_exec = one_exec.clone();
+            std::thread::spawn(move || (0..per_worker).try_for_each(|_| one_exec()))
         })
         .collect();
     for thread in threads {
         thread.join().map_err(|_| "thread panicked")??;
     }
     Ok((per_worker * concurrency) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// `std::process::Command` running `true`; with `setsid`, the same `pre_exec` step the runtime
+/// uses, which makes std fork instead of using `posix_spawn`.
+fn plain_execs(total: usize, concurrency: usize, setsid: bool) -> Result<f64, BoxError> {
+    use std::os::unix::process::CommandExt;
+    threaded_execs(total, concurrency, move || {
+        let mut command = Command::new("true");
+        if setsid {
+            // SAFETY: setsid is async-signal-safe.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::setsid();
+                    Ok(())
+                });
+            }
+        }
+        command.status().map(drop).map_err(|e| e.to_string())
+    })
 }
 
 /// `std::process::Command` running the helper exactly as the library launches it (the same
@@ -151,45 +158,33 @@ fn plain_launch_execs(
     policy: SandboxPolicy,
     cwd: std::path::PathBuf,
 ) -> Result<f64, BoxError> {
-    let started = Instant::now();
-    let per_worker = total / concurrency;
-    let threads: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let (helper, policy, cwd) = (helper.clone(), policy.clone(), cwd.clone());
-            std::thread::spawn(move || -> Result<(), String> {
-                let options = cordon::helper::LaunchOptions {
-                    observe: Some(cordon::sandbox::observe::ObserveScope::Network),
-                    ..Default::default()
-                };
-                for _ in 0..per_worker {
-                    let mut launch = helper
-                        .command_with_options(&policy, &cwd, &["true".into()], &[], options)
-                        .map_err(|e| e.to_string())?;
-                    let mut child = launch
-                        .command
-                        .stdin(Stdio::null())
-                        .stdout(Stdio::piped())
-                        .stderr(Stdio::piped())
-                        .spawn()
-                        .map_err(|e| e.to_string())?;
-                    drop(launch.command);
-                    launch
-                        .status
-                        .read_after_spawn()
-                        .map_err(|e| e.to_string())?;
-                    let status = child.wait().map_err(|e| e.to_string())?;
-                    if !status.success() {
-                        return Err(format!("the helper's launch failed: {status}"));
-                    }
-                }
-                Ok(())
-            })
-        })
-        .collect();
-    for thread in threads {
-        thread.join().map_err(|_| "thread panicked")??;
-    }
-    Ok((per_worker * concurrency) as f64 / started.elapsed().as_secs_f64())
+    let options = cordon::helper::LaunchOptions {
+        observe: Some(cordon::sandbox::observe::ObserveScope::Network),
+        ..Default::default()
+    };
+    threaded_execs(total, concurrency, move || {
+        let mut launch = helper
+            .command_with_options(&policy, &cwd, &["true".into()], &[], options)
+            .map_err(|e| e.to_string())?;
+        let mut child = launch
+            .command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        drop(launch.command);
+        launch
+            .status
+            .read_after_spawn()
+            .map_err(|e| e.to_string())?;
+        let status = child.wait().map_err(|e| e.to_string())?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("the helper's launch failed: {status}"))
+        }
+    })
 }
 
 fn mib_per_s(bytes: u64, elapsed: Duration) -> f64 {

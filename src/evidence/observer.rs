@@ -114,12 +114,20 @@ fn observe(
     let records = [StatusRecord::Confined(judge.receipt.clone())];
     let access = Access::new(&judge.policy, Path::new("/"), &records);
     let names = syscall_rules::rules(&judge.policy);
+    let fs = &judge.policy.filesystem;
     let ctx = Ctx {
         judge,
         access: &access,
         names: &names,
         link_free: LinkFree::default(),
         pinned: pin_unix_sockets(&judge.policy),
+        writable: fs.write.iter().map(PathBuf::as_path).collect(),
+        readable: fs
+            .read
+            .iter()
+            .chain(&fs.write)
+            .map(PathBuf::as_path)
+            .collect(),
     };
     let mut seen: Vec<Denial> = Vec::new();
     // Stopped once the run is over even if calls keep coming: a descendant that escaped the
@@ -293,6 +301,10 @@ struct Ctx<'a> {
     pinned: Vec<(PathBuf, OwnedFd)>,
     /// Directories below a root already seen to be directories, not links (see [`LinkFree`]).
     link_free: LinkFree,
+    /// The roots a write may land in, and those a read or an execution may (read and write
+    /// roots): made once, asked on every call.
+    writable: Vec<&'a Path>,
+    readable: Vec<&'a Path>,
 }
 
 /// Directories found not to be symbolic links, so that a build writing thousands of files
@@ -692,14 +704,7 @@ impl Ctx<'_> {
     /// link below the root (roots are canonical, so nothing above can redirect it). The
     /// common case of a build writing its own tree then costs a few `lstat`s, not a full walk.
     fn plainly_allowed(&self, target: &Target) -> bool {
-        let fs = &self.judge.policy.filesystem;
-        let writable: Vec<&Path> = fs.write.iter().map(PathBuf::as_path).collect();
-        let readable: Vec<&Path> = fs
-            .read
-            .iter()
-            .chain(&fs.write)
-            .map(PathBuf::as_path)
-            .collect();
+        let (writable, readable) = (&self.writable, &self.readable);
         let writes = |flags: u64| {
             let flags = flags as i32;
             flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) != 0
@@ -708,20 +713,20 @@ impl Ctx<'_> {
         match target {
             Target::Open(path, flags) => {
                 let follow = (*flags as i32) & libc::O_NOFOLLOW == 0;
-                let roots = if writes(*flags) { &writable } else { &readable };
+                let roots = if writes(*flags) { writable } else { readable };
                 self.plainly_inside(path, roots, follow)
             }
             Target::Create(path) | Target::Remove(path) => {
-                self.plainly_inside(path, &writable, false)
+                self.plainly_inside(path, writable, false)
             }
             Target::Truncate(path) | Target::WriteCheck(path) => {
-                self.plainly_inside(path, &writable, true)
+                self.plainly_inside(path, writable, true)
             }
             Target::Rename(from, to) => {
-                self.plainly_inside(from, &writable, false)
-                    && self.plainly_inside(to, &writable, false)
+                self.plainly_inside(from, writable, false)
+                    && self.plainly_inside(to, writable, false)
             }
-            Target::Exec(path) => self.plainly_inside(path, &readable, true),
+            Target::Exec(path) => self.plainly_inside(path, readable, true),
             _ => false,
         }
     }

@@ -351,25 +351,13 @@ fn params<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, (i64, Strin
     serde_json::from_value(value).map_err(|e| {
         (
             code::INVALID_PARAMS,
-            format!("invalid params: {}", one_line(&e.to_string())),
+            format!(
+                "invalid params: {}",
+                // serde quotes a field name as the client wrote it, newlines included.
+                cordon_sandbox::policy::single_line(&e.to_string())
+            ),
         )
     })
-}
-
-/// `message` with its control characters escaped: serde quotes a field name as the client
-/// wrote it, and a name can hold a newline (found by fuzzing).
-fn one_line(message: &str) -> String {
-    message
-        .chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
 }
 
 fn service_error(e: ServiceError) -> (i64, String) {
