@@ -2,9 +2,9 @@
 # Speed of the confining helper, as ratios against references measured in the same run.
 #   true                        the bare process cost
 #   min-helper true             ../shared/bench/min-helper.c: the least a Landlock+seccomp helper does
-#   cordon-sandbox ... true     our helper with the workspace-write policy, built the way it is
-#                               shipped: statically linked (see README, "Installing the helper")
-#   cordon-sandbox-dynamic      the same helper as a plain `cargo build` leaves it, for comparison
+#   cordon-sandbox ... true     our helper with the workspace-write policy, as `cargo build
+#                               --release` leaves it: statically linked (.cargo/config.toml)
+#   cordon-sandbox-dynamic      the same helper linked dynamically, for comparison
 # Target: cordon-sandbox within 1.15x of min-helper, on the Landlock + seccomp path: this block
 # runs inside a user namespace where no further one can be made (user.max_user_namespaces = 0),
 # the real "no user namespaces" condition, so the helper takes the path Docker and locked-down
@@ -38,7 +38,8 @@
 #                               shells writing 100 files each, two at a time; make -j2 running
 #                               one cp per file), with the observer off, in its network scope
 #                               (the default) and in full (CORDON_OBSERVER); in full every
-#                               writing open and every execve is a notification
+#                               writing open is a notification (every execve too, where the
+#                               read roots are narrower than /)
 # Target: on at most 1.05x off; the default (src/evidence/mod.rs) follows the figure.
 # The cost of `cordon run` itself (issue 13), before it; BENCH_ONLY=run runs this block alone:
 #   helper alone                the helper `cordon run` finds, with the policy
@@ -49,6 +50,10 @@
 # Target: cordon run within 1.25x of the helper alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# .cargo/config.toml names the host's target (so that the binaries can be static), which puts
+# them under target/<host tuple>/.
+host=$(rustc -vV | sed -n 's/^host: //p')
+release=target/$host/release
 
 if [ -z "${CORDON_BENCH_INNER:-}" ]; then
   out=$(mktemp)
@@ -69,7 +74,7 @@ if [ -z "${CORDON_BENCH_INNER:-}" ]; then
     echo "- Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))," \
       "$(free -g | awk '/Mem:/ {print $2}') GiB"
     echo "- Kernel: $(uname -sr); $(. /etc/os-release && echo "$PRETTY_NAME")"
-    echo "- Landlock ABI: $(target/release/cordon doctor --json 2>/dev/null | python3 -c 'import json,sys; a=json.load(sys.stdin)["landlock_abi"]; print(a["kernel"] if isinstance(a, dict) else a)' || echo unknown)"
+    echo "- Landlock ABI: $("$release/cordon" doctor --json 2>/dev/null | python3 -c 'import json,sys; a=json.load(sys.stdin)["landlock_abi"]; print(a["kernel"] if isinstance(a, dict) else a)' || echo unknown)"
     echo
     echo '```'
     cat "$out"
@@ -95,11 +100,13 @@ if [ -z "${BENCH_ONLY:-}" ]; then
   gcc -O2 -o "$work/min-helper" "$min_src"
 fi
 
-cp target/release/cordon-sandbox "$work/cordon-sandbox-dynamic"
-cargo rustc --release --quiet -p cordon-sandbox --bin cordon-sandbox -- -C target-feature=+crt-static
-cp target/release/cordon-sandbox "$work/cordon-sandbox"
+# The dynamic build, in a target directory of its own (RUSTFLAGS overrides the config's flags).
+RUSTFLAGS="-C target-feature=-crt-static" CARGO_TARGET_DIR=$work/dynamic-build \
+  cargo build --release --quiet -p cordon-sandbox --bin cordon-sandbox
+cp "$work/dynamic-build/$host/release/cordon-sandbox" "$work/cordon-sandbox-dynamic"
+cp "$release/cordon-sandbox" "$work/cordon-sandbox"
 helper=$work/cordon-sandbox
-cordon=$PWD/target/release/cordon
+cordon=$PWD/$release/cordon
 policy=$(cd "$work" && "$cordon" run --print-policy)
 true_bin=$(command -v true)
 runs=${BENCH_RUNS:-300}
@@ -221,7 +228,7 @@ ms = {k: statistics.median(v) for k, v in means.items()}
 print(f"median of {rounds} rounds of hyperfine means:")
 print(f"true            {ms['true']:7.3f} ms")
 print(f"min-helper      {ms['min-helper']:7.3f} ms")
-print(f"cordon-sandbox  {ms['cordon-sandbox']:7.3f} ms  (static, as shipped)")
+print(f"cordon-sandbox  {ms['cordon-sandbox']:7.3f} ms  (static, as cargo build --release leaves it)")
 print(f"  dynamic build {ms['cordon-sandbox-dynamic']:7.3f} ms  (ratio {ms['cordon-sandbox-dynamic'] / ms['min-helper']:.3f})")
 print(f"ratio cordon-sandbox / min-helper: {ms['cordon-sandbox'] / ms['min-helper']:.3f} (target <= 1.15)")
 PY
@@ -290,7 +297,7 @@ bash_bin=$(command -v bash)
 # The wrapper sources the snapshot from descriptor 8, a sealed memfd the runtime fills; for a
 # command line hyperfine can run, a tiny C launcher does that step and execs the helper (its
 # own cost is the `memfd-launch true` row).
-CORDON_HELPER=$helper HOME=$home target/release/examples/snapshot_argv --content "$work/snapshot.sh" \
+CORDON_HELPER=$helper HOME=$home "$release"/examples/snapshot_argv --content "$work/snapshot.sh" \
   "$bash_bin" -lc true >"$work/wrapped.argv"
 cat >"$work/memfd-launch.c" <<'C'
 #define _GNU_SOURCE
@@ -360,7 +367,7 @@ PY
 
 # Library throughput (issue 3): execs/s of `true` at concurrency 1 and 8 through the static
 # helper, and draining 1 GiB of output with peak RSS, each next to a reference from this run.
-target/release/examples/exec_bench --helper "$helper" --execs "${BENCH_EXECS:-400}" --gib 1
+"$release"/examples/exec_bench --helper "$helper" --execs "${BENCH_EXECS:-400}" --gib 1
 
 # Glob patterns in deny_read / read_only (issue 14): resolution cost on a 100,000-file workspace.
 scripts/bench_patterns.sh "$cordon"

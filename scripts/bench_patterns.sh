@@ -10,7 +10,7 @@ command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -q
 cordon=${1:-}
 if [ -z "$cordon" ]; then
   cargo build --release --quiet -p cordon-runtime --bin cordon
-  cordon=$PWD/target/release/cordon
+  cordon=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release/cordon
 fi
 # Not under /tmp, which the default profile makes writable (its patterns would walk it too).
 work=$(mktemp -d -p /var/tmp)

@@ -484,7 +484,7 @@ impl Env {
         }
         // Rust's runtime (the `cordon __sandbox` entry) ignores SIGPIPE, and an ignored signal
         // survives execve: without this, `yes | head -1` would fail with EPIPE instead of ending.
-        process::default_sigpipe()?;
+        process::default_signals()?;
         if let Some(dir) = &self.cwd {
             std::env::set_current_dir(dir).map_err(|source| SetupError::Chdir {
                 path: dir.clone(),

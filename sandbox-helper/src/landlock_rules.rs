@@ -235,6 +235,17 @@ pub enum DevView {
     Private,
 }
 
+/// Whether `dir`'s link count alone shows more subdirectories than
+/// [`MAX_SIBLINGS_TO_APPROXIMATE`] (each subdirectory's `..` is a link to it), so that listing
+/// it would be wasted: `/etc`, with some 75 subdirectories, is read on every run otherwise. A
+/// file system that does not count links this way (btrfs says 1) is listed as before.
+fn more_subdirectories_than_approximated(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir).is_ok_and(|m| {
+        m.is_dir() && m.nlink().saturating_sub(2) > MAX_SIBLINGS_TO_APPROXIMATE as u64
+    })
+}
+
 /// Computes the filesystem rules of `policy`, expanding roots above [`EXCLUDED_BENEATH_ROOTS`]
 /// with the real directory listing when the command sees the host's `/dev`.
 ///
@@ -277,6 +288,7 @@ pub fn plan_with(
     for path in hidden {
         let few = path
             .parent()
+            .filter(|dir| !more_subdirectories_than_approximated(dir))
             .and_then(|dir| list(dir).ok())
             .is_some_and(|entries| entries.len() <= MAX_SIBLINGS_TO_APPROXIMATE);
         if few {

@@ -130,8 +130,6 @@ pub fn watched_rules_for(policy: &SandboxPolicy, scope: ObserveScope) -> Vec<Sys
         watch("renameat", SYS_renameat, &[], "rename removes from one directory and creates in another"),
         watch("renameat2", SYS_renameat2, &[], "rename removes from one directory and creates in another"),
         watch("truncate", SYS_truncate, &[], "truncating by path needs Landlock's truncate right"),
-        watch("execve", SYS_execve, &[], "executing needs the execute right on the file"),
-        watch("execveat", SYS_execveat, &[], "executing needs the execute right on the file"),
         watch("connect", SYS_connect, &[], "a connection's address says which host, port or socket the command wanted"),
         watch("bind", SYS_bind, &[], "binding a port under port rules, or a socket path, is refused outside the rules"),
         watch("sendto", SYS_sendto, &[Arg::NonZero64(4)], "a datagram's destination says which host or socket the command wanted"),
@@ -139,6 +137,20 @@ pub fn watched_rules_for(policy: &SandboxPolicy, scope: ObserveScope) -> Vec<Sys
             "a check for write access (`test -w`) is how some tools give up without trying: read-only mounts answer it EROFS"),
         watch("faccessat2", SYS_faccessat2, &[Arg::AnyBits32(2, W_OK as u64)], "as faccessat"),
     ];
+    // Execution is granted with reading (there is no execute list), so under "read everything"
+    // an exec can be refused only where a read is: hidden paths, which are not watched either.
+    // Watching it anyway cost every process a round trip (`make` running one `cp` per file).
+    if all_opens {
+        r.extend([
+            watch(
+                "execve",
+                SYS_execve,
+                &[],
+                "executing needs the execute right on the file, which only the read roots carry",
+            ),
+            watch("execveat", SYS_execveat, &[], "as execve"),
+        ]);
+    }
     #[cfg(target_arch = "x86_64")]
     r.extend([
         watch("open", SYS_open, &open_when(1), "as openat"),
@@ -298,6 +310,11 @@ mod tests {
                 expected,
                 "{read} {hidden}"
             );
+            // Execution goes with reading: watched exactly where reads are.
+            for nr in [libc::SYS_execve, libc::SYS_execveat] {
+                let answer = evaluate(&filter.install, AUDIT_ARCH, nr as u32, [0; 6]);
+                assert_eq!(answer, expected, "{nr} {read} {hidden}");
+            }
         }
         // A check for read or execute access stays off the observer; one for write access not.
         let faccessat = |mode: i32| {

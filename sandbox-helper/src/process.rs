@@ -168,11 +168,48 @@ pub fn set_no_new_privs() -> Result<(), SetupError> {
     Ok(())
 }
 
-/// Restores the default SIGPIPE disposition for the command.
-pub fn default_sigpipe() -> Result<(), SetupError> {
+/// Signals 32 and 33, which glibc keeps for itself (thread cancellation and `setuid` across
+/// threads): its `posix_spawn` hands them to a child as ignored when the parent had handlers
+/// on them, and an ignored signal survives `execve`. They are no caller's choice, so the
+/// command gets them at their default, as a shell's fork and exec would give them.
+const GLIBC_INTERNAL_SIGNALS: [libc::c_int; 2] = [32, 33];
+
+/// Restores the default disposition of SIGPIPE and of glibc's internal signals for the command.
+pub fn default_signals() -> Result<(), SetupError> {
     // SAFETY: installing SIG_DFL runs no handler code.
     if unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) } == libc::SIG_ERR {
         return Err(SetupError::Signals(io::Error::last_os_error()));
+    }
+    // glibc's sigaction refuses its internal signals, so the kernel is asked directly. The
+    // kernel's struct: handler, flags, restorer, mask (one 64-bit word on Linux).
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: libc::c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    let default = KernelSigaction {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    for signal in GLIBC_INTERNAL_SIGNALS {
+        // SAFETY: `default` lives across the call and has the kernel's layout; the old action
+        // is not asked for (null); SIG_DFL runs no handler code.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                &default as *const KernelSigaction,
+                std::ptr::null_mut::<KernelSigaction>(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+        if rc != 0 {
+            return Err(SetupError::Signals(io::Error::last_os_error()));
+        }
     }
     Ok(())
 }
