@@ -85,7 +85,7 @@ pub const LANDLOCK_ABI_LEVELS: [AbiLevel; 7] = [
     AbiLevel {
         abi: 7,
         linux: "6.15",
-        adds: "audit records of denials; cordon does not read them yet, so nothing it enforces needs ABI 7",
+        adds: "audit records of denials, which cordon reads as evidence where audit is enabled and it holds CAP_AUDIT_READ (it never enables audit); nothing cordon enforces needs ABI 7",
     },
 ];
 
