@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build --release -p cordon-runtime --bins --examples
-//! target/release/examples/exec_bench [--helper PATH] [--execs N] [--gib N]
+//! target/x86_64-unknown-linux-gnu/release/examples/exec_bench [--helper PATH] [--execs N] [--gib N]
 //! ```
 //!
 //! Without `--helper` it uses `$CORDON_HELPER`, else the `cordon` binary next to the examples

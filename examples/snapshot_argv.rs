@@ -5,8 +5,8 @@
 //! memfd that `cordon run` fills; `scripts/bench.sh` does the same with a small launcher).
 //!
 //! ```text
-//! CORDON_HELPER=target/release/cordon-sandbox HOME=/tmp/bench-home \
-//!   target/release/examples/snapshot_argv --content /tmp/snap.sh bash -lc true | xargs -0 ...
+//! CORDON_HELPER=target/x86_64-unknown-linux-gnu/release/cordon-sandbox HOME=/tmp/bench-home \
+//!   target/x86_64-unknown-linux-gnu/release/examples/snapshot_argv --content /tmp/snap.sh bash -lc true | xargs -0 ...
 //! ```
 //!
 //! Exits 1 with a message when no snapshot can be made (the benchmark must not silently
