@@ -625,6 +625,78 @@ impl LandlockAbi {
     }
 }
 
+/// One source of denial evidence and whether a run here uses it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EvidenceSource {
+    /// `landlock_audit`, `seccomp_observer` or `text` (the values of a denial's `evidence`).
+    pub name: &'static str,
+    /// Whether a default run here uses it.
+    pub used: bool,
+    /// What it finds, and why it is not used when it is not.
+    pub detail: String,
+}
+
+/// The evidence sources a default run here has, best first: which denials are known from the
+/// kernel and which only from the command's text.
+pub fn probe_evidence(landlock_abi: u32) -> Vec<EvidenceSource> {
+    use crate::evidence::audit::{readable, AuditUnreadable};
+    let finds = "Landlock's records of its own refusals: reads, executions and TCP ports outside the rules, and writes where Landlock answers them (outside the namespace layer, whose read-only mounts answer writes first)";
+    let audit = match (landlock_abi >= 7).then(readable) {
+        None => Err(format!(
+            "needs Landlock ABI 7 (Linux 6.15); ABI {landlock_abi} is in use"
+        )),
+        Some(Err(AuditUnreadable::NoCapability(e))) => Err(format!(
+            "needs CAP_AUDIT_READ to join the audit read-log group (root has it): {e}"
+        )),
+        Some(Err(AuditUnreadable::Disabled)) => Err(
+            "audit is disabled in the kernel; `auditctl -e 1` enables it (cordon never changes it)"
+                .to_owned(),
+        ),
+        Some(Ok(())) => Ok(()),
+    };
+    // SAFETY: SECCOMP_GET_NOTIF_SIZES writes three u16s into the struct, which lives on this
+    // stack frame for the call.
+    let notifications = unsafe {
+        let mut sizes: libc::seccomp_notif_sizes = std::mem::zeroed();
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_NOTIF_SIZES,
+            0,
+            &mut sizes as *mut libc::seccomp_notif_sizes,
+        ) == 0
+    };
+    let observer = "its network scope by default: seccomp's refusals, connect, bind and addressed sendto, so network, unix-socket, port and system-call denials are exact; CORDON_OBSERVER=on also watches every writing open, creation, removal and rename (exact file denials, at a round trip per call)";
+    let files_from = if audit.is_ok() {
+        "Landlock's audit records, then the text"
+    } else {
+        "the text alone"
+    };
+    vec![
+        EvidenceSource {
+            name: "landlock_audit",
+            used: audit.is_ok(),
+            detail: match &audit {
+                Ok(()) => finds.to_owned(),
+                Err(why) => format!("{finds}; not here: {why}"),
+            },
+        },
+        EvidenceSource {
+            name: "seccomp_observer",
+            used: notifications,
+            detail: if notifications {
+                observer.to_owned()
+            } else {
+                format!("{observer}; not here: the kernel has no seccomp user notification (Linux 5.0)")
+            },
+        },
+        EvidenceSource {
+            name: "text",
+            used: true,
+            detail: format!("the command's own messages, for what no kernel source saw (marked \"evidence\": \"text\"); by default, file denials here come from {files_from}"),
+        },
+    ]
+}
+
 /// Everything `cordon doctor` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnosis {
@@ -636,6 +708,8 @@ pub struct Diagnosis {
     pub features: Vec<Feature>,
     /// Each preset, in documentation order.
     pub presets: Vec<PresetCheck>,
+    /// Where denials are known from, best first.
+    pub evidence: Vec<EvidenceSource>,
     /// The preset `cordon run` uses without `-p`.
     pub default_preset: &'static str,
     /// Whether the default preset is enforced here in full (the doctor's exit status).
@@ -649,11 +723,13 @@ impl Diagnosis {
         let default_fully_enforced = presets
             .iter()
             .any(|p| p.preset == default_preset && p.verdict == Verdict::Enforced);
+        let landlock_abi = LandlockAbi::probe();
         Diagnosis {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|r| r.trim().to_owned())
                 .unwrap_or_else(|e| format!("unknown ({e})")),
-            landlock_abi: LandlockAbi::probe(),
+            evidence: probe_evidence(landlock_abi.used),
+            landlock_abi,
             features,
             presets,
             default_preset,

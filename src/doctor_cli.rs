@@ -83,6 +83,20 @@ fn render(d: &Diagnosis) -> String {
             out.push_str(&format!("{:width$}  {:11}    {line}\n", "", ""));
         }
     }
+    out.push('\n');
+    let width = d.evidence.iter().map(|e| e.name.len()).max().unwrap_or(0);
+    out.push_str(&format!(
+        "{:width$}  {:4}  what it finds\n",
+        "evidence", "used"
+    ));
+    for e in &d.evidence {
+        out.push_str(&format!(
+            "{:width$}  {:4}  {}\n",
+            e.name,
+            if e.used { "yes" } else { "no" },
+            e.detail
+        ));
+    }
     // One line per fix: several features often share one (every namespace needs the user
     // namespace).
     let mut hints: Vec<(Vec<&str>, &str)> = Vec::new();

@@ -276,6 +276,7 @@ fn json_is_one_object_with_exact_keys() {
             "landlock_abi",
             "features",
             "presets",
+            "evidence",
             "default_preset",
             "default_fully_enforced"
         ])
@@ -342,4 +343,68 @@ fn a_missing_working_directory_is_one_line_and_exit_125() {
             tree.cwd.join("nope")
         )
     );
+}
+
+/// The evidence rows: which sources a default run has, and why one is missing. With the ABI
+/// capped below 7 the audit records cannot exist, whatever the host's audit says, so that row
+/// is exact on every machine; file denials then come from the text alone.
+#[test]
+fn evidence_rows_say_where_denials_come_from_and_why_a_source_is_missing() {
+    let tree = Tree::new();
+    let evidence = |cap: Option<&str>| -> Vec<(String, bool, String)> {
+        let mut cmd = doctor(&tree, &["--json"]);
+        if let Some(cap) = cap {
+            cmd.env("CORDON_LANDLOCK_ABI_MAX", cap);
+        }
+        let d = json(&cmd.output().unwrap());
+        d["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_owned(),
+                    e["used"].as_bool().unwrap(),
+                    e["detail"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let capped = evidence(Some("3"));
+    let names: Vec<&str> = capped.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(names, ["landlock_audit", "seccomp_observer", "text"]);
+    assert!(!capped[0].1, "{capped:?}");
+    assert!(
+        capped[0]
+            .2
+            .ends_with("; not here: needs Landlock ABI 7 (Linux 6.15); ABI 3 is in use"),
+        "{capped:?}"
+    );
+    // This kernel has user notification (Linux 5.0), and text is always there.
+    assert!(capped[1].1 && capped[2].1, "{capped:?}");
+    assert!(
+        capped[2]
+            .2
+            .ends_with("by default, file denials here come from the text alone"),
+        "{capped:?}"
+    );
+    // Uncapped: audit is used exactly where the host has it enabled and readable; otherwise
+    // the row says which of the two is missing.
+    let here = evidence(None);
+    let (_, used, detail) = &here[0];
+    if *used {
+        assert!(!detail.contains("not here"), "{detail}");
+        assert!(
+            here[2]
+                .2
+                .ends_with("from Landlock's audit records, then the text"),
+            "{here:?}"
+        );
+    } else {
+        assert!(
+            detail.contains("; not here: audit is disabled in the kernel")
+                || detail.contains("; not here: needs CAP_AUDIT_READ"),
+            "{detail}"
+        );
+    }
 }

@@ -104,6 +104,26 @@ impl AuditListener {
     }
 }
 
+/// Why Landlock's audit records cannot be read here, for `cordon doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AuditUnreadable {
+    /// The read-log group refused this process (no `CAP_AUDIT_READ`), with the OS error.
+    NoCapability(String),
+    /// Audit is disabled in the kernel.
+    Disabled,
+}
+
+/// Whether a run here would read Landlock's audit records: the read-log group can be joined
+/// and audit is enabled. Asking changes nothing.
+pub(crate) fn readable() -> Result<(), AuditUnreadable> {
+    multicast_socket().map_err(|e| AuditUnreadable::NoCapability(e.to_string()))?;
+    if audit_enabled() {
+        Ok(())
+    } else {
+        Err(AuditUnreadable::Disabled)
+    }
+}
+
 /// Whether audit is enabled (`AUDIT_GET`); asking changes nothing.
 fn audit_enabled() -> bool {
     let Ok(socket) = netlink_socket() else {
