@@ -13,9 +13,11 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
 
 use cordon_sandbox::policy::SandboxPolicy;
 use cordon_sandbox::status::{ConfinementReceipt, StatusRecord};
@@ -34,7 +36,30 @@ const NLMSG_HDRLEN: usize = 16;
 /// A running listener.
 pub(crate) struct AuditListener {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Records>,
+    records: Receiver<Records>,
+}
+
+/// How long a "disabled" answer to `AUDIT_GET` is believed: runs back to back (an embedder's,
+/// a server's) then skip the group, the question and the listener's thread. Audit enabled in
+/// the meantime is seen by the first run after it.
+const DISABLED_BELIEVED_FOR: Duration = Duration::from_secs(1);
+
+/// When audit was last found disabled, in milliseconds after [`EPOCH`] plus one (0: never).
+static DISABLED_SEEN: AtomicU64 = AtomicU64::new(0);
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn recently_disabled() -> bool {
+    match DISABLED_SEEN.load(Ordering::Relaxed) {
+        0 => false,
+        seen => {
+            let now = EPOCH.elapsed().as_millis() as u64 + 1;
+            now.saturating_sub(seen) < DISABLED_BELIEVED_FOR.as_millis() as u64
+        }
+    }
+}
+
+fn note_disabled() {
+    DISABLED_SEEN.store(EPOCH.elapsed().as_millis() as u64 + 1, Ordering::Relaxed);
 }
 
 /// Access records by domain, and the domains created by this run's processes.
@@ -51,8 +76,12 @@ pub(crate) struct AuditGroup {
 }
 
 impl AuditGroup {
-    /// Joins the group; `None` without `CAP_AUDIT_READ` (then nothing more is asked).
+    /// Joins the group; `None` without `CAP_AUDIT_READ` (then nothing more is asked), or
+    /// when a run of this process found audit disabled less than [`DISABLED_BELIEVED_FOR`] ago.
     pub fn join() -> Option<AuditGroup> {
+        if recently_disabled() {
+            return None;
+        }
         multicast_socket().ok().map(|socket| AuditGroup { socket })
     }
 
@@ -66,16 +95,15 @@ impl AuditGroup {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let socket = self.socket;
-        let thread = std::thread::Builder::new()
-            .name("cordon-audit".into())
-            .spawn(move || {
-                if !audit_enabled() {
-                    return Records::default();
-                }
-                listen(&socket, &stopping, pid)
-            })
-            .ok()?;
-        Some(AuditListener { stop, thread })
+        let records = super::spare_threads::run("cordon-audit", move || {
+            if !audit_enabled() {
+                note_disabled();
+                return Records::default();
+            }
+            listen(&socket, &stopping, pid)
+        })
+        .ok()?;
+        Some(AuditListener { stop, records })
     }
 }
 
@@ -87,7 +115,7 @@ impl AuditListener {
         receipt: Option<&ConfinementReceipt>,
     ) -> Vec<Denial> {
         self.stop.store(true, Ordering::SeqCst);
-        let records = self.thread.join().unwrap_or_default();
+        let records = self.records.recv().unwrap_or_default();
         let status: Vec<StatusRecord> = receipt
             .cloned()
             .map(StatusRecord::Confined)

@@ -11,6 +11,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod observer;
+pub(crate) mod spare_threads;
 
 /// Environment variable forcing the seccomp observer on (`on`, `1`) or off (`off`, `0`).
 pub const OBSERVER_ENV: &str = "CORDON_OBSERVER";

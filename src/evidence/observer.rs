@@ -23,8 +23,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use cordon_sandbox::bpf::sock_filter;
 use cordon_sandbox::policy::{SandboxPolicy, UnixSockets};
@@ -42,7 +42,7 @@ const PATH_MAX: usize = 4096;
 /// A running observer.
 pub(crate) struct Observer {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<Denial>>,
+    seen: Receiver<Vec<Denial>>,
 }
 
 /// What the observer judges by.
@@ -76,16 +76,16 @@ impl Observer {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("cordon-observer".into())
-            .spawn(move || observe(&listener, &judge, &stopping, &on_new))?;
-        Ok(Observer { stop, thread })
+        let seen = super::spare_threads::run("cordon-observer", move || {
+            observe(&listener, &judge, &stopping, &on_new)
+        })?;
+        Ok(Observer { stop, seen })
     }
 
     /// Stops the thread (once the command is gone) and returns what it saw, merged.
     pub fn finish(self) -> Vec<Denial> {
         self.stop.store(true, Ordering::SeqCst);
-        self.thread.join().unwrap_or_default()
+        self.seen.recv().unwrap_or_default()
     }
 }
 
