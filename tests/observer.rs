@@ -832,3 +832,85 @@ sys.exit(1)
     );
     assert!(!Path::new("/etc/cordon-default-scope").exists());
 }
+
+/// A server binding a unix socket (a database, an agent, a multiplexer) under "unix sockets
+/// denied" is refused at the bind, before the socket file exists: a denial of that exact
+/// path, relative paths resolved against the process's cwd, in both scopes; the suggested
+/// flag makes the bind work. The socket file is checked from outside.
+#[test]
+fn a_refused_unix_bind_is_a_denial_of_the_socket_it_would_have_made() {
+    let tree = Tree::new();
+    let script = r#"
+import os
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+os.mkdir("run")
+os.chdir("run")
+r = attempt(lambda: s.bind("./app.sock"))
+print(r)
+sys.exit(0 if r == "OK" else 1)
+"#;
+    let sock = tree.cwd.join("run/app.sock");
+    for scope in ["on", "network"] {
+        let _ = std::fs::remove_dir_all(tree.cwd.join("run"));
+        let v = py_json(&tree, scope, &[], script);
+        assert_eq!(v["stdout"], "EPERM\n", "{scope}: {v}");
+        assert_eq!(
+            denials(&v),
+            vec![seen("unix_socket", &sock)],
+            "{scope}: {v}"
+        );
+        assert!(!sock.exists(), "{scope}: no socket file may have been made");
+        let allow = allow_with(&v, &sock.display().to_string());
+        assert_eq!(allow, "--allow-unix-sockets");
+        let _ = std::fs::remove_dir_all(tree.cwd.join("run"));
+        let again = py_json(&tree, scope, &[&allow], script);
+        assert_eq!(again["outcome"], "success", "{scope}: {again}");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(
+            std::fs::symlink_metadata(&sock)
+                .unwrap()
+                .file_type()
+                .is_socket(),
+            "{scope}: the rerun made the socket"
+        );
+    }
+}
+
+/// Connecting to a unix socket that does not exist would fail anyway, except for programs
+/// that take ENOENT as "no server yet, start one" and stop on EPERM (tmux, gpg, screen): such
+/// a refusal counts where the output names that path as not permitted, and only there.
+#[test]
+fn a_refused_connect_to_an_absent_socket_counts_where_the_output_names_it() {
+    let tree = Tree::new();
+    let absent = tree.outside.join("tmux-0/default");
+    std::fs::create_dir_all(absent.parent().unwrap()).unwrap();
+    let quiet = format!(
+        "r = attempt(lambda: socket.socket(socket.AF_UNIX).connect({absent:?}))\nprint(r)\nsys.exit(1)"
+    );
+    let said = format!(
+        "r = attempt(lambda: socket.socket(socket.AF_UNIX).connect({absent:?}))\nprint('error connecting to {} (Operation not permitted)', file=sys.stderr)\nsys.exit(1)",
+        absent.display()
+    );
+    // Named, but as missing: the program's own ENOENT-like message is no denial.
+    let missing = format!(
+        "r = attempt(lambda: socket.socket(socket.AF_UNIX).connect({absent:?}))\nprint('no server running on {}', file=sys.stderr)\nsys.exit(1)",
+        absent.display()
+    );
+    for scope in ["on", "network"] {
+        let v = py_json(&tree, scope, &[], &quiet);
+        assert_eq!(v["stdout"], "EPERM\n", "{scope}: {v}");
+        assert!(denials(&v).is_empty(), "{scope}: {v}");
+        let v = py_json(&tree, scope, &[], &missing);
+        assert!(denials(&v).is_empty(), "{scope}: {v}");
+        let v = py_json(&tree, scope, &[], &said);
+        assert_eq!(
+            denials(&v),
+            vec![seen("unix_socket", &absent)],
+            "{scope}: {v}"
+        );
+        assert_eq!(
+            allow_with(&v, &absent.display().to_string()),
+            "--allow-unix-sockets"
+        );
+    }
+}

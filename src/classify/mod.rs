@@ -293,6 +293,28 @@ fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<D
         })
         .cloned()
         .collect();
+    // A refused connect to a unix socket that does not exist counts where the output says
+    // that path was not permitted (tmux's "error connecting to /tmp/tmux-0/default (Operation
+    // not permitted)": it would have started its server on ENOENT). The path may be printed
+    // as given, relative to the working directory.
+    out.extend(
+        weak.iter()
+            .filter(|d| d.operation == Operation::UnixSocket)
+            .filter(|d| {
+                d.target.as_deref().is_some_and(|t| {
+                    let relative = Path::new(t)
+                        .strip_prefix(e.cwd)
+                        .ok()
+                        .map(|r| r.display().to_string());
+                    ctx.lines.iter().any(|l| {
+                        text::says_eperm(l)
+                            && (names_path(l, t)
+                                || relative.as_deref().is_some_and(|r| names_relative(l, r)))
+                    })
+                })
+            })
+            .cloned(),
+    );
     // A refused socket of another family counts where the output says a socket was not
     // permitted (`ip`'s "Cannot open netlink socket: Operation not permitted").
     let socket_refused = ctx
@@ -310,7 +332,14 @@ fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<D
     out.extend(
         network::denials(e.policy, e.cwd, ctx)
             .into_iter()
-            .filter(|d| weak.iter().any(|w| w.operation == d.operation))
+            // A refused connect to an absent socket is confirmed above, by its own path; the
+            // text may name a unix socket only for one refused before any path was known.
+            .filter(|d| {
+                weak.iter().any(|w| {
+                    w.operation == d.operation
+                        && (d.operation != Operation::UnixSocket || w.target.is_none())
+                })
+            })
             .map(|mut d| {
                 d.evidence = EvidenceKind::SeccompObserver;
                 d
@@ -319,18 +348,39 @@ fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<D
     out
 }
 
+/// Whether `line` names the relative path `relative` as a whole word: `./app.sock` or
+/// `app.sock`, not the end of a longer path or name.
+fn names_relative(line: &str, relative: &str) -> bool {
+    if relative.is_empty() {
+        return false;
+    }
+    line.match_indices(relative).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let clean_start = match before {
+            None => true,
+            Some('/') => line[..at].ends_with("./") && !line[..at].ends_with("../"),
+            Some(c) => !c.is_alphanumeric() && !matches!(c, '.' | '_' | '-'),
+        };
+        clean_start && ends_a_path(&line[at + relative.len()..])
+    })
+}
+
 /// Whether `line` names `path` as a whole path: not as the start of a longer one.
 fn names_path(line: &str, path: &str) -> bool {
-    line.match_indices(path).any(|(at, _)| {
-        let mut after = line[at + path.len()..].chars();
-        match after.next() {
-            Some('/' | '_' | '-') => false,
-            // A sentence's full stop, not an extension.
-            Some('.') => !after.next().is_some_and(char::is_alphanumeric),
-            Some(c) => !c.is_alphanumeric(),
-            None => true,
-        }
-    })
+    line.match_indices(path)
+        .any(|(at, _)| ends_a_path(&line[at + path.len()..]))
+}
+
+/// Whether what follows a path in a line, `after`, ends it there.
+fn ends_a_path(after: &str) -> bool {
+    let mut after = after.chars();
+    match after.next() {
+        Some('/' | '_' | '-') => false,
+        // A sentence's full stop, not an extension.
+        Some('.') => !after.next().is_some_and(char::is_alphanumeric),
+        Some(c) => !c.is_alphanumeric(),
+        None => true,
+    }
 }
 
 /// How the rule of a denial seen only as a check for write access (`access(W_OK)`,
@@ -351,8 +401,10 @@ fn is_probe_like(d: &Denial) -> bool {
         // glibc list the network interfaces, every `npm` run) is a probe too.
         (Operation::Syscall, Some("socket")) => true,
         (Operation::Network | Operation::UnixSocket, None) => true,
+        // A refused bind was to make the socket: its path is absent after it, as it should be.
         (Operation::UnixSocket, Some(path)) if path.starts_with('/') => {
-            std::fs::symlink_metadata(path).is_err()
+            !d.rule.contains(crate::evidence::observer::UNIX_BIND_MARK)
+                && std::fs::symlink_metadata(path).is_err()
         }
         _ => false,
     }

@@ -501,7 +501,7 @@ impl Ctx<'_> {
     /// A call the kernel filter refuses: a denial of its socket target, or of the call.
     fn refused_call(
         &self,
-        _process: &Process,
+        process: &Process,
         nr: i64,
         args: &[u64; 6],
         target: &Target,
@@ -511,29 +511,61 @@ impl Ctx<'_> {
         let reason = rule.map_or("refused by the seccomp filter", |r| r.reason);
         let seen = EvidenceKind::SeccompObserver;
         let unix_denied = self.judge.policy.network.unix_sockets == UnixSockets::Deny;
-        if let Target::Address(_, _, address) = target {
+        if let Target::Address(call, _, address) = target {
+            // The socket's path as the process meant it: relative to its own cwd.
+            let unix_path = |path: &str| -> PathBuf {
+                let absolute = match Path::new(path) {
+                    p if p.is_absolute() => p.to_path_buf(),
+                    p => match std::fs::read_link(format!("/proc/{}/cwd", process.pid)) {
+                        Ok(cwd) => cwd.join(p),
+                        Err(_) => return self.access.resolve(path, false),
+                    },
+                };
+                // `.`, `..` and linked directories resolved, the last component kept.
+                self.access.resolve(&absolute.to_string_lossy(), false)
+            };
+            let listed = !self.judge.policy.network.unix_socket_allow.is_empty();
+            let unix_denial = |path: String, call: &str| {
+                Denial::new(
+                    Operation::UnixSocket,
+                    Some(path.clone()),
+                    if listed {
+                        format!("not in network.unix_sockets ({call}{reason})")
+                    } else {
+                        format!("unix sockets denied ({call}{reason})")
+                    },
+                    if listed {
+                        format!("--allow-unix-socket {path}")
+                    } else {
+                        "--allow-unix-sockets".to_owned()
+                    },
+                    seen,
+                )
+            };
             return match address {
-                // A path that is no socket would have failed anyway: not a denial.
+                // Binding makes the socket file, so a path that does not exist yet is what a
+                // server binds (in a directory that exists); one that does would have failed
+                // with EADDRINUSE anyway.
+                Address::Unix(path) if !path.starts_with('@') && *call == SocketCall::Bind => {
+                    let path = unix_path(path);
+                    if !unix_denied || path.symlink_metadata().is_ok() || !parent_exists(&path) {
+                        return Vec::new();
+                    }
+                    vec![unix_denial(display(&path), UNIX_BIND_MARK)]
+                }
+                // Connecting to a path that is no socket would have failed anyway, unless the
+                // program takes ENOENT as "no server yet, start one" (tmux, gpg, screen) and
+                // EPERM as a reason to stop: a probe, counted where the output names the path
+                // as not permitted (`classify::confirmed_probes`).
                 Address::Unix(path) if !path.starts_with('@') && !is_socket(Path::new(path)) => {
-                    Vec::new()
+                    let path = unix_path(path);
+                    if !unix_denied || path.symlink_metadata().is_ok() || !parent_exists(&path) {
+                        return Vec::new();
+                    }
+                    vec![unix_denial(display(&path), &format!("{name}: "))]
                 }
                 Address::Unix(path) if unix_denied => {
-                    let listed = !self.judge.policy.network.unix_socket_allow.is_empty();
-                    vec![Denial::new(
-                        Operation::UnixSocket,
-                        Some(path.clone()),
-                        if listed {
-                            format!("not in network.unix_sockets ({name}: {reason})")
-                        } else {
-                            format!("unix sockets denied ({name}: {reason})")
-                        },
-                        if listed {
-                            format!("--allow-unix-socket {path}")
-                        } else {
-                            "--allow-unix-sockets".to_owned()
-                        },
-                        seen,
-                    )]
+                    vec![unix_denial(path.clone(), &format!("{name}: "))]
                 }
                 Address::Inet(hostport, _) => vec![Denial::new(
                     Operation::Network,
@@ -828,6 +860,10 @@ impl Ctx<'_> {
         }
     }
 }
+
+/// How the rule of a refused unix-socket `bind` continues after "unix sockets denied (": its
+/// path does not exist (the bind was to make it), which for a connect would mark a probe.
+pub(crate) const UNIX_BIND_MARK: &str = "bind: ";
 
 fn syscall_denial(name: &str, reason: &str) -> Denial {
     Denial::new(
