@@ -1461,8 +1461,14 @@ impl Protector<'_> {
         let absolute = |p: &Option<PathBuf>| p.clone().filter(|p| p.is_absolute());
         let home = || self.ctx.home.clone().filter(|h| h.is_absolute());
         let base = match entry.anchor {
+            // A writable root that is a file (`-w app.db`) has nothing beneath it to protect.
             Anchor::EveryWritableRoot => {
-                return self.write.iter().map(|w| w.join(entry.rest)).collect();
+                return self
+                    .write
+                    .iter()
+                    .filter(|w| std::fs::metadata(w).map_or(true, |m| m.is_dir()))
+                    .map(|w| w.join(entry.rest))
+                    .collect();
             }
             Anchor::Home => home(),
             Anchor::ConfigHome => {

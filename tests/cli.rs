@@ -628,3 +628,38 @@ fn run_help_and_argument_errors_come_from_the_full_parser() {
     assert_eq!(stdout(&ok), "ran\n", "{}", stderr(&ok));
     assert_eq!(ok.status.code(), Some(0));
 }
+
+/// A single file can be a writable root (`-w app.db`): the command may change that file and
+/// nothing beside it, and no carve-out is looked for beneath it (it has nothing beneath).
+#[test]
+fn a_single_file_can_be_a_writable_root() {
+    let tree = Tree::new();
+    let file = tree.outside.join("app.db");
+    fs::write(&file, "x\n").unwrap();
+    let beside = tree.outside.join("other");
+    let out = tree.run(&[
+        "-w",
+        file.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "echo y >> {}; echo z > {}",
+            file.display(),
+            beside.display()
+        ),
+    ]);
+    assert_eq!(
+        fs::read_to_string(&file).unwrap(),
+        "x\ny\n",
+        "{}",
+        stderr(&out)
+    );
+    assert!(!beside.exists());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("cordon: denied write to {}", beside.display())),
+        "{}",
+        stderr(&out)
+    );
+}

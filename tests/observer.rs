@@ -494,6 +494,19 @@ fn a_refused_netlink_socket_counts_only_where_the_output_says_so() {
             )],
             "{scope}: {v}"
         );
+        // With an inet socket refused too, a line about "the socket" is about that one
+        // (openssl's "socket: Operation not permitted"): the network denial, and no other.
+        let both = "r = attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0))\nr = attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))\nprint('s_client: socket: Operation not permitted', file=sys.stderr)\nsys.exit(1)";
+        let v = py_json(&tree, scope, &[], both);
+        assert_eq!(
+            denials(&v),
+            vec![(
+                "network".to_owned(),
+                String::new(),
+                "seccomp_observer".to_owned()
+            )],
+            "{scope}: {v}"
+        );
     }
 }
 
@@ -782,7 +795,7 @@ sys.exit(1)
         denials(&v),
         vec![(
             "network".to_owned(),
-            String::new(),
+            format!("127.0.0.1:{port}"),
             "seccomp_observer".to_owned()
         )],
         "{v}"

@@ -30,6 +30,16 @@ enum Intent {
     Execute,
     /// The message does not say (a shell redirection, Python's `open`).
     Unknown,
+    /// A message with no errno at all ("error reading PATH", Java's "Unable to access jarfile
+    /// PATH"): only a read the policy refuses of a file that exists explains it.
+    ReadNoErrno,
+    /// "cannot open PATH" with no errno: a file that exists and that the policy refuses is the
+    /// denial; a missing one may just be missing (a read would say ENOENT, unprinted).
+    UnknownNoErrno,
+    /// sqlite's "unable to open database "PATH"": opened to read, or created when absent.
+    OpenOrCreate,
+    /// "cannot create PATH" with no errno: a write, where its directory exists (else ENOENT).
+    WriteNoErrno,
 }
 
 /// Phrases of GNU coreutils, sed, bash and friends, most specific first.
@@ -134,29 +144,221 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
             intent: Intent::Write,
         });
     }
-    for original in &ctx.lines {
+    // A message split over lines (unzip's "cannot create PATH" then "Read-only file system" on
+    // the next line, 7z's "errno=30 : Read-only file system") is read as one line too.
+    let lines: Vec<String> = ctx
+        .lines
+        .iter()
+        .cloned()
+        .chain(continued(&ctx.lines))
+        .collect();
+    for original in &lines {
         let (line, read_only_fs) = match as_eacces(original) {
             Some(line) => (line, true),
             None => (original.clone(), false),
         };
         let line = &line;
-        if !says_eacces(line) {
+        if !says_eacces(line) && !says_eacces_by_name(line) {
             continue;
         }
         let before = out.len();
-        scan_line(line, ctx, &mut out, &PYTHON, &NODE);
+        if says_eacces(line) {
+            scan_line(line, ctx, &mut out, &PYTHON, &NODE);
+        }
+        // No shape of a known tool matched: every absolute path on the line, as for EROFS
+        // below (Rust's "`PATH`: Permission denied (os error 13)", Ruby's "Permission denied
+        // @ rb_sysopen - PATH", PHP's "FUNC(PATH): Failed to open stream: Permission denied",
+        // perl's "Can't open perl script "PATH": Permission denied", C's `perror(PATH)`).
+        // Not on a line about a connection (Docker's "permission denied while trying to
+        // connect to ... unix:///var/run/docker.sock"): the network rules read those.
+        let lower = line.to_lowercase();
+        let about_network = ["connect", "socket", "dial ", "unix:"]
+            .iter()
+            .any(|w| lower.contains(w));
+        if out.len() == before && !read_only_fs && !about_network {
+            let intent = PHRASES
+                .iter()
+                .find(|(p, _)| lower.contains(p))
+                .map_or(Intent::Unknown, |(_, i)| *i);
+            out.extend(
+                line_paths(line)
+                    .into_iter()
+                    // A path whose directory is missing fails with ENOENT, not EACCES.
+                    .filter(|path| Path::new(path).parent().is_some_and(Path::exists))
+                    .map(|path| Mention { path, intent }),
+            );
+        }
         if read_only_fs {
             for m in &mut out[before..] {
                 m.intent = as_write(m.intent);
             }
         }
     }
-    for line in &ctx.lines {
+    let stdout_lines: Vec<String> = ctx
+        .stdout_lines
+        .iter()
+        .cloned()
+        .chain(continued(&ctx.stdout_lines))
+        .collect();
+    for line in lines.iter().chain(&stdout_lines) {
         out.extend(read_only_fs_paths(line, ctx));
+    }
+    for line in &ctx.lines {
+        out.extend(errno_less(line));
     }
     out.extend(rust_style(ctx));
     out.extend(not_writable(ctx));
     out
+}
+
+/// Lines that carry an errno with nothing else, joined to the nearest non-empty line above
+/// them, which names the path: `PREVIOUS: ERRNO`.
+fn continued(lines: &[String]) -> Vec<String> {
+    static ERRNO_ONLY: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^\s*(?:errno=\d+\s*:\s*)?(Read-only file system|Permission denied)\.?\s*$")
+            .expect("static regex")
+    });
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(c) = ERRNO_ONLY.captures(line) else {
+            continue;
+        };
+        if let Some(previous) = lines[..i].iter().rev().find(|l| !l.trim().is_empty()) {
+            out.push(format!("{}: {}", previous.trim_end(), &c[1]));
+        }
+    }
+    out
+}
+
+/// Names that mean EACCES without its words: Java's `AccessDeniedException: PATH`, Ruby's
+/// `Errno::EACCES`.
+fn says_eacces_by_name(line: &str) -> bool {
+    line.contains("AccessDeniedException") || line.contains("Errno::EACCES")
+}
+
+/// Other errors a message can name: a line that says one of them is about that error, not a
+/// denial the tool left unexplained.
+const OTHER_ERRORS: &[&str] = &[
+    "no such file",
+    "not found",
+    "file exists",
+    "already exists",
+    "is a directory",
+    "not a directory",
+    "no space left",
+    "disk quota",
+    "too many open files",
+    "invalid argument",
+    "resource busy",
+    "directory not empty",
+    "temporarily unavailable",
+    "text file busy",
+    "name too long",
+    "input/output error",
+    "too many levels of symbolic links",
+    "read-only file system",
+    "permission denied",
+    "operation not permitted",
+    "errno",
+    "os error",
+];
+
+/// What a tool that prints no errno says when an open fails, and what it was doing.
+const ERRNO_LESS_PHRASES: &[(&str, Intent)] = &[
+    ("unable to open database", Intent::OpenOrCreate),
+    ("error reading", Intent::ReadNoErrno),
+    ("unable to access", Intent::ReadNoErrno),
+    ("cannot read", Intent::ReadNoErrno),
+    ("can't read", Intent::ReadNoErrno),
+    ("could not read", Intent::ReadNoErrno),
+    ("couldn't read", Intent::ReadNoErrno),
+    ("failed to read", Intent::ReadNoErrno),
+    ("unable to read", Intent::ReadNoErrno),
+    ("cannot write to", Intent::WriteNoErrno),
+    ("could not write", Intent::WriteNoErrno),
+    ("couldn't write", Intent::WriteNoErrno),
+    ("unable to write", Intent::WriteNoErrno),
+    ("error writing", Intent::WriteNoErrno),
+    ("failed to write", Intent::WriteNoErrno),
+    ("were not written", Intent::WriteNoErrno),
+    ("cannot create", Intent::WriteNoErrno),
+    ("can't create", Intent::WriteNoErrno),
+    ("could not create", Intent::WriteNoErrno),
+    ("unable to create", Intent::WriteNoErrno),
+    ("failed to create", Intent::WriteNoErrno),
+    ("cannot open", Intent::UnknownNoErrno),
+    ("can't open", Intent::UnknownNoErrno),
+    ("unable to open", Intent::UnknownNoErrno),
+    ("could not open", Intent::UnknownNoErrno),
+    ("couldn't open", Intent::UnknownNoErrno),
+    ("failed to open", Intent::UnknownNoErrno),
+    ("error opening", Intent::UnknownNoErrno),
+];
+
+/// A failed open that the tool reports with no errno at all (sqlite's `Error: cannot open
+/// "PATH"` and `unable to open database "PATH"`, javac's `error reading PATH`, Java's `Unable to
+/// access jarfile PATH`, npm's "not written due to an error writing to the directory: PATH"):
+/// the absolute paths on the line, with what the phrase says. The policy decides, and stricter
+/// than for a message with an errno ([`message_denials`]): a read only of a file that exists,
+/// an open of unknown purpose only of one that exists.
+fn errno_less(line: &str) -> Vec<Mention> {
+    let lower = line.to_lowercase();
+    if OTHER_ERRORS.iter().any(|e| lower.contains(e)) {
+        return Vec::new();
+    }
+    let Some((phrase, intent)) = ERRNO_LESS_PHRASES.iter().find(|(p, _)| lower.contains(p)) else {
+        return Vec::new();
+    };
+    // Only what follows the phrase: "cannot create X from Y" names X; a path before the phrase
+    // is the speaker or the context ("/usr/lib/x.rb:12: cannot open ...").
+    let at = lower.find(phrase).map_or(0, |at| at + phrase.len());
+    line_paths(&line[at..])
+        .into_iter()
+        .take(1)
+        .map(|path| Mention {
+            path,
+            intent: *intent,
+        })
+        .collect()
+}
+
+/// Every absolute path on a message line that can be what the tool tried, in order. Left out:
+/// the program that speaks (`/usr/bin/ld: `, unless its path is all the line names: C's
+/// `perror(PATH)` prints `PATH: Permission denied`), a source location (`/x/y.rb:243:in`),
+/// and the far side of a link or move (after `->`, or after ` to ` when a path comes before
+/// it: `mv A to B`; "error writing dependencies to PATH" keeps its only path).
+fn line_paths(line: &str) -> Vec<String> {
+    static ABSOLUTE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"(?:^|[\s'"`(<\[=‘])(/[^\s'"`()<>\[\],;:’]+)"#).expect("static regex")
+    });
+    let candidates = |text: &str| -> Vec<String> {
+        ABSOLUTE
+            .captures_iter(text)
+            .filter_map(|c| {
+                let m = c.get(1)?;
+                let after = &text[m.end()..];
+                // `PATH:LINE` is where code is, not what it touched.
+                if after.starts_with(':') && after[1..].starts_with(|c: char| c.is_ascii_digit()) {
+                    return None;
+                }
+                let path = m.as_str().trim_end_matches('.');
+                (path.len() > 1).then(|| path.to_owned())
+            })
+            .collect()
+    };
+    let mut rest = match line.split_once(": ") {
+        Some((prog, after)) if !prog.contains(' ') && !candidates(after).is_empty() => after,
+        _ => line,
+    };
+    if let Some(at) = rest.find(" -> ") {
+        rest = &rest[..at];
+    }
+    if let Some(at) = rest.find(" to ") {
+        if !candidates(&rest[..at]).is_empty() {
+            rest = &rest[..at];
+        }
+    }
+    candidates(rest)
 }
 
 /// Every path a "Read-only file system" line names, as a write: `EROFS` is only ever the
@@ -168,32 +370,17 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
 /// refuse writing it (checked by the caller), and its directory must exist (otherwise the
 /// kernel would have said ENOENT).
 fn read_only_fs_paths(line: &str, ctx: &Context) -> Vec<Mention> {
-    static ABSOLUTE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r#"(?:^|[\s'"`(<\[=‘])(/[^\s'"`()<>\[\],;:’]+)"#).expect("static regex")
-    });
     if !line.to_lowercase().contains("read-only file system") {
         return Vec::new();
     }
-    let mut out = Vec::new();
-    // The program that speaks (`/usr/bin/ld: `, `/bin/sh: 1: `) is no path it changed.
-    let mut rest = match line.split_once(": ") {
-        Some((prog, after)) if !prog.contains(' ') => after,
-        _ => line,
-    };
-    for stop in [" -> ", " to "] {
-        if let Some(at) = rest.find(stop) {
-            rest = &rest[..at];
-        }
-    }
-    for c in ABSOLUTE.captures_iter(rest) {
-        let path = c[1].trim_end_matches('.');
-        if path.len() > 1 && Path::new(path).parent().is_some_and(Path::exists) {
-            out.push(Mention {
-                path: path.to_owned(),
-                intent: Intent::Write,
-            });
-        }
-    }
+    let mut out: Vec<Mention> = line_paths(line)
+        .into_iter()
+        .filter(|path| Path::new(path).parent().is_some_and(Path::exists))
+        .map(|path| Mention {
+            path,
+            intent: Intent::Write,
+        })
+        .collect();
     if let Some(relative) = line
         .strip_prefix("tar: ")
         .and_then(|r| r.split(": ").next())
@@ -229,7 +416,7 @@ fn not_writable(ctx: &Context) -> Vec<Mention> {
     });
     static AFTER: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
-            r#"(?:not writable|no write permission|no write access)(?: to)?:? ['"`]?(/[^\s'"`:]*)"#,
+            r#"(?:not writable|no write permission|no write access|(?:don't|do not|doesn't|does not) have write permissions?(?: for| to| on)?(?: the)?)(?: to)?:? ['"`]?(/[^\s'"`:]*)"#,
         )
         .expect("static regex")
     });
@@ -299,7 +486,13 @@ fn scan_line(line: &str, ctx: &Context, out: &mut Vec<Mention>, python: &Regex, 
                 "scandir" | "opendir" | "stat" | "lstat" | "access" | "readlink" => Intent::Read,
                 _ => Intent::Unknown,
             };
-            for m in [c.get(2), c.get(3)].into_iter().flatten() {
+            // `symlink 'CONTENT' -> 'LINK'`: the content is text stored in the link, relative
+            // to the link's directory, and nothing the call touched.
+            let touched = match c.get(1).map(|m| m.as_str()) {
+                Some("symlink") if c.get(3).is_some() => [None, c.get(3)],
+                _ => [c.get(2), c.get(3)],
+            };
+            for m in touched.into_iter().flatten() {
                 out.push(Mention {
                     path: m.as_str().to_owned(),
                     intent,
@@ -324,7 +517,8 @@ fn rust_style(ctx: &Context) -> Vec<Mention> {
     /// How far above the errno the path may be; an error chain is a few lines per cause.
     const LOOK_BACK: usize = 6;
     static CAUSE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"failed to (\w+)(?: [\w ]+)? `([^`]+)`").expect("static regex")
+        Regex::new(r"failed to (\w+)(?: [\w ]+)?(?: `([^`]+)`|: (/[^\s`'\x22]+))")
+            .expect("static regex")
     });
     let mut out = Vec::new();
     for (i, line) in ctx.lines.iter().enumerate() {
@@ -348,10 +542,12 @@ fn rust_style(ctx: &Context) -> Vec<Mention> {
             } else {
                 intent
             };
-            out.push(Mention {
-                path: c[2].to_owned(),
-                intent,
-            });
+            if let Some(path) = c.get(2).or_else(|| c.get(3)) {
+                out.push(Mention {
+                    path: path.as_str().to_owned(),
+                    intent,
+                });
+            }
         }
     }
     out
@@ -475,10 +671,44 @@ pub(crate) fn message_denials(ctx: &Context, access: &Access) -> Vec<Denial> {
                     .map(|v| denial(Operation::FileExecute, &p, v))
             }
             Intent::Unknown => unknown_intent(access, access.resolve(&m.path, true)),
+            Intent::ReadNoErrno => {
+                let p = access.resolve(&m.path, true);
+                p.exists()
+                    .then(|| access.read_verdict(&p))
+                    .flatten()
+                    .map(|v| denial(Operation::FileRead, &p, v))
+            }
+            Intent::UnknownNoErrno => {
+                let p = access.resolve(&m.path, true);
+                p.exists().then(|| unknown_intent(access, p)).flatten()
+            }
+            Intent::WriteNoErrno => {
+                let p = access.resolve(&m.path, true);
+                parent_exists(&p)
+                    .then(|| access.write_verdict(&p))
+                    .flatten()
+                    .map(|v| denial(Operation::FileWrite, &p, v))
+            }
+            Intent::OpenOrCreate => {
+                let p = access.resolve(&m.path, true);
+                if p.exists() {
+                    unknown_intent(access, p)
+                } else if parent_exists(&p) {
+                    access
+                        .write_verdict(&p)
+                        .map(|v| denial(Operation::FileWrite, &p, v))
+                } else {
+                    None
+                }
+            }
         };
         out.extend(found);
     }
     out
+}
+
+fn parent_exists(path: &Path) -> bool {
+    path.parent().is_some_and(Path::is_dir)
 }
 
 /// Decides a read-or-write message from the policy and the file itself.

@@ -317,10 +317,16 @@ fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<D
     );
     // A refused socket of another family counts where the output says a socket was not
     // permitted (`ip`'s "Cannot open netlink socket: Operation not permitted").
-    let socket_refused = ctx
-        .lines
-        .iter()
-        .any(|l| text::says_eperm(l) && l.to_lowercase().contains("socket"));
+    // Where an inet socket was refused too, the line must be about the other one: openssl's
+    // "socket: Operation not permitted" is about its TCP socket, not the netlink socket
+    // glibc opened to list the interfaces.
+    let inet_refused_too = weak.iter().any(|d| d.operation == Operation::Network);
+    let socket_refused = ctx.lines.iter().any(|l| {
+        let lower = l.to_lowercase();
+        text::says_eperm(l)
+            && lower.contains("socket")
+            && (!inet_refused_too || lower.contains("netlink"))
+    });
     out.extend(
         weak.iter()
             .filter(|d| d.operation == Operation::Syscall && socket_refused)

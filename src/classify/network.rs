@@ -51,7 +51,16 @@ const RESOLVER_FAILURES: &[&str] = &[
 ];
 
 /// What tools print when a connection could not even start (curl, git's libcurl).
-const CONNECT_FAILURES: &[&str] = &["Failed to connect to", "Couldn't connect to server"];
+const CONNECT_FAILURES: &[&str] = &[
+    "Failed to connect to",
+    "failed to connect to",
+    "Couldn't connect to server",
+    // PHP's fsockopen, many database drivers; ssh; redis-cli; libpq.
+    "Unable to connect to",
+    "connect to host",
+    "Could not connect to",
+    "connection to server at",
+];
 
 /// Programs that speak only over unix sockets, whose socket failures are never the network's.
 const UNIX_ONLY_PROGRAMS: &[&str] = &[
@@ -88,8 +97,12 @@ fn signals(ctx: &Context, unix_path: Option<&str>) -> Signals {
         .any(|s| s.contains("socket") || s.contains("net.") || s.contains("connect("));
     let mut s = Signals::default();
     for line in &ctx.lines {
+        // Java says `SocketException`, Go `socket:`, Python `socket.py`.
+        let lower = line.to_lowercase();
         let about_socket = code_uses_sockets
-            || SOCKET_WORDS.iter().any(|w| line.contains(w))
+            || SOCKET_WORDS
+                .iter()
+                .any(|w| lower.contains(&w.to_lowercase()))
             || unix_path.is_some_and(|p| line.contains(p));
         if says_eperm(line) && about_socket {
             s.eperm_socket = true;
@@ -192,7 +205,16 @@ fn unix_socket_named(ctx: &Context) -> Option<Option<String>> {
 fn network_target(ctx: &Context) -> Option<String> {
     static WITH_PORT: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         vec![
+            // ssh: "connect to host H port P: failure".
+            re(r"(?i)connect to host (\S+) port (\d+)"),
             re(r"(?i)connect to (\S+) port (\d+)"),
+            // PHP's fsockopen, redis-cli ("Could not connect to Redis at H:P").
+            re(
+                r"(?i)(?:unable|failed|could not|couldn't|can't|cannot) to connect to (?:\S+ at )?([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\b",
+            ),
+            re(
+                r"(?i)(?:could not|couldn't|can't|cannot) connect to (?:\S+ at )?([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\b",
+            ),
             re(r"connect E[A-Z]+ (\S+):(\d+)"),
             re(r"Connecting to (\S+?)(?: \([^)]*\))?(?:\|[^|]*\|)?:(\d+)\.\.\."),
             re(r"/dev/(?:tcp|udp)/([^/\s]+)/(\d+)"),
@@ -214,11 +236,20 @@ fn network_target(ctx: &Context) -> Option<String> {
     static CODE_HOST_PORT: LazyLock<Regex> =
         LazyLock::new(|| re(r#"['"]([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})['"]"#));
 
+    // libpq: `connection to server at "HOST" (ADDRESS), port P failed`: the address it dialled.
+    static LIBPQ: LazyLock<Regex> =
+        LazyLock::new(|| re(r#"connection to server at "([^"]+)"(?: \(([^)]+)\))?, port (\d+)"#));
     for line in &ctx.lines {
         for r in WITH_PORT.iter() {
             if let Some(c) = r.captures(line) {
                 return Some(format!("{}:{}", &c[1], &c[2]));
             }
+        }
+        if let Some(c) = LIBPQ.captures(line) {
+            let host = c
+                .get(2)
+                .unwrap_or_else(|| c.get(1).expect("group 1 always takes part"));
+            return Some(format!("{}:{}", host.as_str(), &c[3]));
         }
     }
     if let Some(t) = url_endpoints(&ctx.stderr).into_iter().next() {

@@ -29,6 +29,7 @@ struct Case {
     exit: Option<i32>,
     records: Vec<StatusRecord>,
     stderr: String,
+    stdout: String,
 }
 
 impl Case {
@@ -40,6 +41,7 @@ impl Case {
             exit: Some(exit),
             records: Vec::new(),
             stderr: stderr.to_owned(),
+            stdout: String::new(),
         }
     }
 
@@ -51,7 +53,7 @@ impl Case {
             exit_code: self.exit,
             signal: None,
             records: &self.records,
-            stdout: b"",
+            stdout: self.stdout.as_bytes(),
             stderr: self.stderr.as_bytes(),
             kernel: None,
             kernel_network: None,
@@ -478,4 +480,105 @@ fn any_read_only_file_system_line_names_what_was_changed() {
     // Without the errno's words, a path on a line is nothing.
     let plain = "/usr/bin/ld: cannot find /etc/m\n";
     assert!(Case::new(&cwd, &["gcc"], 1, plain).run().is_empty());
+}
+
+fn targets(found: &[Denial]) -> Vec<(Operation, Option<String>)> {
+    found
+        .iter()
+        .map(|d| (d.operation, d.target.clone()))
+        .collect()
+}
+
+/// Shapes from runs of tools the rules were not written for (compilers, interpreters,
+/// databases, fetchers, key tools): each names its exact target, whatever the wording, with or
+/// without an errno, split over lines or not; the policy decides every one.
+#[test]
+fn messages_of_many_tools_name_their_exact_targets() {
+    let (_d, cwd) = workspace();
+    let w = |t: &str| vec![(Operation::FileWrite, Some(t.to_owned()))];
+    for (line, expected) in [
+        ("failed to initialize build cache at /etc/go-build: mkdir /etc/go-build: read-only file system\n", w("/etc/go-build")),
+        ("error: error writing dependencies to `/etc/h.d`: Read-only file system (os error 30)\n", w("/etc/h.d")),
+        ("/etc/out.txt: Read-only file system\n", w("/etc/out.txt")),
+        ("Warning: Failed to open the file /etc/svc.html: Read-only file system\n", w("/etc/svc.html")),
+        ("mysql: Can't create/write to file '/etc/svc.log' (Errcode: 30 \"Read-only file system\")\n", w("/etc/svc.log")),
+        ("checkdir error:  cannot create /etc/data\n                 Read-only file system\n", w("/etc/data")),
+        ("error: failed to open: /etc/.crates.toml\n\nCaused by:\n  Read-only file system (os error 30)\n", w("/etc/.crates.toml")),
+        ("npm error rofs EROFS: read-only file system, symlink '../../../var/tmp/p' -> '/etc/lpkg'\n", w("/etc/lpkg")),
+        ("/usr/lib/ruby/3.1.0/fileutils.rb:243:in `mkdir': Permission denied @ dir_s_mkdir - /etc/gx (Errno::EACCES)\n", w("/etc/gx")),
+        ("Error: cannot open \"/etc/sqlout.txt\"\nError: cannot write to \"/etc/sqlout.txt\"\n", w("/etc/sqlout.txt")),
+        ("Error: unable to open database \"/etc/new.db\": unable to open database file\n", w("/etc/new.db")),
+        ("npm error Log files were not written due to an error writing to the directory: /etc/npm-logs\n", w("/etc/npm-logs")),
+        ("    You don't have write permissions for the /etc/gems directory.\n", w("/etc/gems")),
+    ] {
+        let found = Case::new(&cwd, &["tool"], 1, line).run();
+        assert_eq!(targets(&found), expected, "{line}");
+    }
+    // Reads, under read roots that leave /etc out.
+    let narrow = |line: &str| {
+        let mut case = Case::new(&cwd, &["tool"], 1, line);
+        case.policy = SandboxPolicy::from_json(&format!(
+            r#"{{"version":1,"filesystem":{{"read":["/usr",{cwd:?}],"write":[{cwd:?}]}},
+               "network":{{"mode":"denied","unix_sockets":"deny"}},
+               "enforcement":{{"missing_layer":"refuse","carve_outs":"report"}}}}"#,
+            cwd = cwd.display().to_string()
+        ))
+        .unwrap();
+        case.run()
+    };
+    let r = vec![(Operation::FileRead, Some("/etc/hostname".to_owned()))];
+    for line in [
+        "error: couldn't read `/etc/hostname`: Permission denied (os error 13)\n",
+        "-e:1:in `read': Permission denied @ rb_sysopen - /etc/hostname (Errno::EACCES)\n",
+        "PHP Warning:  file_get_contents(/etc/hostname): Failed to open stream: Permission denied in Command line code on line 1\n",
+        "Can't open perl script \"/etc/hostname\": Permission denied\n",
+        "/etc/hostname: Permission denied\n",
+        "Exception in thread \"main\" java.nio.file.AccessDeniedException: /etc/hostname\n",
+        "error: error reading /etc/hostname; /etc/hostname\n",
+        "Error: Unable to access jarfile /etc/hostname\n",
+        "error:  cannot open zipfile [ /etc/hostname ]\n        Permission denied\n",
+    ] {
+        if !Path::new("/etc/hostname").exists() {
+            eprintln!("SKIPPED: reads need an existing /etc/hostname");
+            break;
+        }
+        assert_eq!(targets(&narrow(line)), r, "{line}");
+    }
+    // What the rules must leave alone: a file that is only missing (a read of it would say
+    // ENOENT, unprinted), another errno, a connection, a path the policy allows.
+    for line in [
+        "Error: cannot open \"/etc/cordon-missing.sql\"\n",
+        "cannot open /etc/cordon-x: No such file or directory\n",
+        "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock\n",
+        &format!("Error: cannot write to \"{}/out\"\n", cwd.display()),
+        "error reading /etc/hostname; /etc/hostname\n",
+    ] {
+        let found = Case::new(&cwd, &["tool"], 1, line).run();
+        assert!(found.is_empty(), "{line}: {found:?}");
+    }
+    // A "Read-only file system" message on stdout (screen, zip and 7z print theirs there).
+    let mut case = Case::new(&cwd, &["screen", "-dmS", "x"], 1, "");
+    case.stdout = "Cannot make directory '/etc/screen-x': Read-only file system\n".into();
+    assert_eq!(targets(&case.run()), w("/etc/screen-x"));
+}
+
+/// Clients that print where they were going in their own words: the target is that address,
+/// the one the run's refused socket was for.
+#[test]
+fn refused_connections_are_named_from_each_clients_words() {
+    let (_d, cwd) = workspace();
+    for (argv, line, target) in [
+        (vec!["ssh", "-p", "18022", "127.0.0.1"], "ssh: connect to host 127.0.0.1 port 18022: failure\n", "127.0.0.1:18022"),
+        (vec!["redis-cli", "-p", "16379"], "Could not connect to Redis at 127.0.0.1:16379: Can't create socket\n", "127.0.0.1:16379"),
+        (vec!["psql", "-h", "localhost"], "psql: error: connection to server at \"localhost\" (127.0.0.1), port 15433 failed: Operation not permitted\n", "127.0.0.1:15433"),
+        (vec!["php", "-r", "x"], "PHP Warning:  fsockopen(): Unable to connect to 127.0.0.1:18080 (Unknown error) in Command line code on line 1\n", "127.0.0.1:18080"),
+        (vec!["logger", "-n", "127.0.0.1"], "logger: failed to connect to 127.0.0.1 port 18514\n", "127.0.0.1:18514"),
+    ] {
+        let case = Case::new(&cwd, &argv, 1, line);
+        assert_eq!(
+            case.one(),
+            (Operation::Network, Some(target.to_owned())),
+            "{line}"
+        );
+    }
 }

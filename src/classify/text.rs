@@ -13,6 +13,9 @@ pub(crate) struct Context {
     pub lines: Vec<String>,
     /// All of stderr, for rules that look across lines.
     pub stderr: String,
+    /// stdout, line by line, for the one rule that may read it: a "Read-only file system"
+    /// message, which only ever describes a change (screen, zip and 7z print theirs there).
+    pub stdout_lines: Vec<String>,
     /// argv, lossily decoded.
     pub argv: Vec<String>,
     /// argv, then every simple command of the shell scripts it runs (`bash -lc 'curl ...'`,
@@ -43,6 +46,10 @@ impl Context {
         Context {
             lines: stderr.lines().map(str::to_owned).collect(),
             stderr,
+            stdout_lines: String::from_utf8_lossy(e.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect(),
             argv,
             commands,
             scripts,
