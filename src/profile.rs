@@ -967,6 +967,7 @@ impl PermissionProfile {
                 write: &write,
                 anchors: Default::default(),
                 person_hooks: Default::default(),
+                directory_roots: Default::default(),
             };
             protect.apply(rules, &mut read_only, &mut deny_read, &mut notes)?;
         }
@@ -1359,6 +1360,9 @@ struct Protector<'a> {
     /// The `core.hooksPath` values of the person's own git configuration, read once for all
     /// the `.git` entries (one per writable root).
     person_hooks: std::cell::OnceCell<Vec<String>>,
+    /// The writable roots that are directories (a file root, `-w app.db`, has nothing beneath
+    /// it to protect), found once for all the in-root entries.
+    directory_roots: std::cell::OnceCell<Vec<PathBuf>>,
 }
 
 /// Where a protected path is, as far as the file system tells.
@@ -1461,14 +1465,15 @@ impl Protector<'_> {
         let absolute = |p: &Option<PathBuf>| p.clone().filter(|p| p.is_absolute());
         let home = || self.ctx.home.clone().filter(|h| h.is_absolute());
         let base = match entry.anchor {
-            // A writable root that is a file (`-w app.db`) has nothing beneath it to protect.
             Anchor::EveryWritableRoot => {
-                return self
-                    .write
-                    .iter()
-                    .filter(|w| std::fs::metadata(w).map_or(true, |m| m.is_dir()))
-                    .map(|w| w.join(entry.rest))
-                    .collect();
+                let roots = self.directory_roots.get_or_init(|| {
+                    self.write
+                        .iter()
+                        .filter(|w| std::fs::metadata(w).map_or(true, |m| m.is_dir()))
+                        .cloned()
+                        .collect()
+                });
+                return roots.iter().map(|w| w.join(entry.rest)).collect();
             }
             Anchor::Home => home(),
             Anchor::ConfigHome => {
