@@ -646,10 +646,17 @@ pub(crate) fn message_denials(ctx: &Context, access: &Access) -> Vec<Denial> {
                     .map(|v| denial(Operation::FileWrite, &p, v))
             }
             Intent::Unlink => {
+                // Removing or renaming an entry changes the directory that holds it: a
+                // directory's own grant does not let it go (as the observer suggests too).
                 let p = access.resolve(&m.path, false);
-                access
-                    .write_verdict(&p)
-                    .map(|v| denial(Operation::FileWrite, &p, v))
+                access.write_verdict(&p).map(|mut v| {
+                    if let (Some(parent), true) =
+                        (p.parent(), v.allow_with.starts_with("--writable "))
+                    {
+                        v.allow_with = format!("--writable {}", parent.display());
+                    }
+                    denial(Operation::FileWrite, &p, v)
+                })
             }
             Intent::TempBeside => {
                 let p = access.resolve(&m.path, false);

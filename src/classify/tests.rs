@@ -582,3 +582,18 @@ fn refused_connections_are_named_from_each_clients_words() {
         );
     }
 }
+
+/// Removing a directory outside the writable roots needs the directory that holds it: the
+/// suggestion names the parent, not the directory itself (which a grant would only make a
+/// mount point that cannot be removed at all).
+#[test]
+fn a_refused_removal_suggests_the_parent() {
+    let (_d, cwd) = workspace();
+    let line = "npm error rofs EROFS: read-only file system, rmdir '/etc/ssl'\n";
+    let found = Case::new(&cwd, &["npm", "cache", "clean"], 1, line).run();
+    assert_eq!(
+        targets(&found),
+        vec![(Operation::FileWrite, Some("/etc/ssl".to_owned()))]
+    );
+    assert_eq!(found[0].allow_with, "--writable /etc");
+}
