@@ -891,12 +891,20 @@ sys.exit(0 if r == "OK" else 1)
 
 /// Connecting to a unix socket that does not exist would fail anyway, except for programs
 /// that take ENOENT as "no server yet, start one" and stop on EPERM (tmux, gpg, screen): such
-/// a refusal counts where the output names that path as not permitted, and only there.
+/// a refusal counts where the output names that path as not permitted, and only where the
+/// command could have started that server (a writable root); a client of a socket outside
+/// (psql's `/var/run/postgresql/...`) would have failed anyway.
 #[test]
 fn a_refused_connect_to_an_absent_socket_counts_where_the_output_names_it() {
     let tree = Tree::new();
-    let absent = tree.outside.join("tmux-0/default");
+    let absent = tree.cwd.join("tmux-0/default");
     std::fs::create_dir_all(absent.parent().unwrap()).unwrap();
+    let elsewhere = tree.outside.join("postgresql/.s.PGSQL.5432");
+    std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+    let client = format!(
+        "r = attempt(lambda: socket.socket(socket.AF_UNIX).connect({elsewhere:?}))\nprint(r)\nprint('connection to server on socket \"{}\" failed: Operation not permitted', file=sys.stderr)\nsys.exit(2)",
+        elsewhere.display()
+    );
     let quiet = format!(
         "r = attempt(lambda: socket.socket(socket.AF_UNIX).connect({absent:?}))\nprint(r)\nsys.exit(1)"
     );
@@ -914,6 +922,9 @@ fn a_refused_connect_to_an_absent_socket_counts_where_the_output_names_it() {
         assert_eq!(v["stdout"], "EPERM\n", "{scope}: {v}");
         assert!(denials(&v).is_empty(), "{scope}: {v}");
         let v = py_json(&tree, scope, &[], &missing);
+        assert!(denials(&v).is_empty(), "{scope}: {v}");
+        let v = py_json(&tree, scope, &[], &client);
+        assert_eq!(v["stdout"], "EPERM\n", "{scope}: {v}");
         assert!(denials(&v).is_empty(), "{scope}: {v}");
         let v = py_json(&tree, scope, &[], &said);
         assert_eq!(

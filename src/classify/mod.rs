@@ -295,11 +295,19 @@ fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<D
         .collect();
     // A refused connect to a unix socket that does not exist counts where the output says
     // that path was not permitted (tmux's "error connecting to /tmp/tmux-0/default (Operation
-    // not permitted)": it would have started its server on ENOENT). The path may be printed
-    // as given, relative to the working directory.
+    // not permitted)": it would have started its server on ENOENT), and only where a server
+    // the command started could have made the socket: in a writable root. A client that just
+    // fails (psql's "connection to server on socket "/var/run/postgresql/..." failed") would
+    // have failed anyway. The path may be printed as given, relative to the working directory.
+    let access = access::Access::new(e.policy, e.cwd, e.records);
     out.extend(
         weak.iter()
             .filter(|d| d.operation == Operation::UnixSocket)
+            .filter(|d| {
+                d.target
+                    .as_deref()
+                    .is_some_and(|t| access.write_verdict(Path::new(t)).is_none())
+            })
             .filter(|d| {
                 d.target.as_deref().is_some_and(|t| {
                     let relative = Path::new(t)
