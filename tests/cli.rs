@@ -663,3 +663,61 @@ fn a_single_file_can_be_a_writable_root() {
         stderr(&out)
     );
 }
+
+/// Where a writable root has no `.git`, the namespace layer puts an empty, read-only one there
+/// for the run (so that the command cannot plant a repository whose hooks the person's git
+/// would run later). Go takes it for a repository and would fail `go build` on its VCS
+/// stamping; the command is told `-buildvcs=false` in `GOFLAGS`, after the caller's own flags,
+/// and only then. A real `go build` of a module in such a directory works.
+#[test]
+fn go_builds_beside_the_git_placeholder() {
+    let tree = Tree::new();
+    let flags = |extra: &[(&str, &str)]| {
+        let mut cmd = tree.cordon();
+        cmd.args(["run", "--", "sh", "-c", "echo \"[$GOFLAGS]\""]);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        stdout(&cmd.output().unwrap())
+    };
+    assert_eq!(flags(&[]), "[-buildvcs=false]\n");
+    assert_eq!(
+        flags(&[("GOFLAGS", "-mod=mod")]),
+        "[-mod=mod -buildvcs=false]\n"
+    );
+    assert_eq!(
+        flags(&[("GOFLAGS", "-buildvcs=true")]),
+        "[-buildvcs=true]\n"
+    );
+    // A real repository needs no placeholder, and the command's GOFLAGS is left alone.
+    fs::create_dir(tree.cwd.join(".git")).unwrap();
+    assert_eq!(flags(&[]), "[]\n");
+    fs::remove_dir(tree.cwd.join(".git")).unwrap();
+    if Command::new("go").arg("version").output().is_err() {
+        eprintln!("SKIPPED: the go build needs go (golang-go)");
+        return;
+    }
+    fs::write(
+        tree.cwd.join("go.mod"),
+        "module example.com/hello\n\ngo 1.19\n",
+    )
+    .unwrap();
+    fs::write(
+        tree.cwd.join("main.go"),
+        "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n",
+    )
+    .unwrap();
+    let cache = tree.cwd.join(".gocache");
+    let out = tree.run(&[
+        "--env",
+        &format!("GOCACHE={}", cache.display()),
+        "--env",
+        &format!("GOPATH={}", tree.cwd.join(".gopath").display()),
+        "--",
+        "sh",
+        "-c",
+        "go build -o hello . && ./hello",
+    ]);
+    assert_eq!(stdout(&out), "hello\n", "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -478,10 +478,11 @@ impl Env {
         // Seccomp last among the restrictions, so that its filters need not allow what setup does.
         self.install_seccomp()?;
         layers.push(Layer::Seccomp);
-        // Markers: nothing above reads the environment.
+        // Markers, and what the placeholders ask of tools: nothing above reads the environment.
         for (name, value) in self.policy.effective_markers() {
             std::env::set_var(name, value);
         }
+        process::tools_beside_placeholders(&entered.placeholders);
         // Rust's runtime (the `cordon __sandbox` entry) ignores SIGPIPE, and an ignored signal
         // survives execve: without this, `yes | head -1` would fail with EPIPE instead of ending.
         process::default_signals()?;

@@ -168,6 +168,30 @@ pub fn set_no_new_privs() -> Result<(), SetupError> {
     Ok(())
 }
 
+/// Sets what tools need beside the placeholders the namespace layer made. A `.git`
+/// placeholder (an empty directory where a writable root had no repository, so that the
+/// command cannot plant one whose hooks or `core.fsmonitor` the person's git would run
+/// later) makes Go take the directory for a repository and fail `go build` with "error
+/// obtaining VCS status: exit status 128"; `-buildvcs=false` in `GOFLAGS` tells it there is
+/// nothing to stamp. Flags the caller put in `GOFLAGS` stay, and a `-buildvcs` of theirs wins.
+pub fn tools_beside_placeholders(placeholders: &[std::path::PathBuf]) {
+    if !placeholders
+        .iter()
+        .any(|p| p.file_name().is_some_and(|n| n == ".git"))
+    {
+        return;
+    }
+    let flags = std::env::var("GOFLAGS").unwrap_or_default();
+    if flags.split_whitespace().any(|f| f.starts_with("-buildvcs")) {
+        return;
+    }
+    let flags = match flags.trim() {
+        "" => "-buildvcs=false".to_owned(),
+        given => format!("{given} -buildvcs=false"),
+    };
+    std::env::set_var("GOFLAGS", flags);
+}
+
 /// Signals 32 and 33, which glibc keeps for itself (thread cancellation and `setuid` across
 /// threads): its `posix_spawn` hands them to a child as ignored when the parent had handlers
 /// on them, and an ignored signal survives `execve`. They are no caller's choice, so the
