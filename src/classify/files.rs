@@ -205,10 +205,31 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
     }
     for line in &ctx.lines {
         out.extend(errno_less(line));
+        out.extend(masked_mkdir(line));
     }
     out.extend(rust_style(ctx));
     out.extend(not_writable(ctx));
     out
+}
+
+/// Node's recursive `mkdir` reports the `ENOENT` of the `stat` it makes after a refused
+/// `mkdir`, not the refusal: `ENOENT: no such file or directory, mkdir 'PATH'` where PATH's
+/// directory exists cannot be a missing component, so it was the refusal (npm's refused
+/// `mkdir` is the same). A write of PATH, where the policy refuses it.
+fn masked_mkdir(line: &str) -> Vec<Mention> {
+    static NODE_MKDIR: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"ENOENT: no such file or directory, mkdir '(/[^']+)'").expect("static regex")
+    });
+    NODE_MKDIR
+        .captures(line)
+        .map(|c| c[1].to_owned())
+        .filter(|path| Path::new(path).parent().is_some_and(Path::is_dir))
+        .map(|path| Mention {
+            path,
+            intent: Intent::WriteNoErrno,
+        })
+        .into_iter()
+        .collect()
 }
 
 /// Lines that carry an errno with nothing else, joined to the nearest non-empty line above

@@ -48,6 +48,9 @@ const RESOLVER_FAILURES: &[&str] = &[
     "failed to lookup address information",
     "nodename nor servname provided",
     "No address associated with hostname",
+    // Java, perl's IO::Socket.
+    "UnknownHostException",
+    "Bad hostname",
 ];
 
 /// What tools print when a connection could not even start (curl, git's libcurl).
@@ -220,6 +223,7 @@ fn network_target(ctx: &Context) -> Option<String> {
             re(r"/dev/(?:tcp|udp)/([^/\s]+)/(\d+)"),
             re(r"host='([^']+)', port=(\d+)"),
             re(r"dial (?:tcp|udp)\S* (\S+):(\d+)"),
+            re(r"Bad hostname '([A-Za-z0-9.-]+):(\d+)'"),
         ]
     });
     static HOST_ONLY: LazyLock<Vec<Regex>> = LazyLock::new(|| {
@@ -227,6 +231,11 @@ fn network_target(ctx: &Context) -> Option<String> {
             re(r"[Cc]ould(?:n't| not) resolve host(?:name)?:? '?([A-Za-z0-9.-]+)"),
             re(r"unable to resolve host address [‘']([^’']+)[’']"),
             re(r"getaddrinfo E[A-Z_]+ (\S+)"),
+            // Java's `UnknownHostException: HOST: ...`, perl's `getaddrinfo HOST: ...` and
+            // `Bad hostname 'HOST:PORT'` (the port, when there, is taken below).
+            re(r"UnknownHostException: ([A-Za-z0-9.-]+)"),
+            re(r"getaddrinfo(?: for)? ([A-Za-z0-9][A-Za-z0-9.-]*)(?::| failed)"),
+            re(r"Bad hostname '([A-Za-z0-9.-]+)'"),
         ]
     });
     static CODE_TUPLE: LazyLock<Regex> =

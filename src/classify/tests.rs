@@ -597,3 +597,34 @@ fn a_refused_removal_suggests_the_parent() {
     );
     assert_eq!(found[0].allow_with, "--writable /etc");
 }
+
+/// Name lookups refused with the network: the host the client named is the target.
+#[test]
+fn refused_lookups_name_the_host() {
+    let (_d, cwd) = workspace();
+    for (line, target) in [
+        ("Exception in thread \"main\" java.net.UnknownHostException: example.com: Temporary failure in name resolution\n", "example.com"),
+        ("getaddrinfo example.com: Temporary failure in name resolution\n", "example.com"),
+        ("IO::Socket::INET: IO::Socket::INET: Bad hostname 'example.com:443'\n", "example.com:443"),
+    ] {
+        let case = Case::new(&cwd, &["tool"], 1, line);
+        assert_eq!(case.one(), (Operation::Network, Some(target.to_owned())), "{line}");
+    }
+}
+
+/// Node's recursive mkdir reports the ENOENT of its follow-up stat, not the refusal: with the
+/// directory above present, it was a refused creation; with it missing, a real ENOENT.
+#[test]
+fn a_masked_mkdir_refusal_is_a_write() {
+    let (_d, cwd) = workspace();
+    let line = "Error: ENOENT: no such file or directory, mkdir '/etc/cordon-myapp'\n";
+    let found = Case::new(&cwd, &["node", "-e", "x"], 1, line).run();
+    assert_eq!(
+        targets(&found),
+        vec![(Operation::FileWrite, Some("/etc/cordon-myapp".to_owned()))]
+    );
+    let missing = "Error: ENOENT: no such file or directory, mkdir '/etc/cordon-none/myapp'\n";
+    assert!(Case::new(&cwd, &["node", "-e", "x"], 1, missing)
+        .run()
+        .is_empty());
+}
