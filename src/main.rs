@@ -136,6 +136,10 @@ struct RunArgs {
     /// or `proxy`).
     #[arg(long = "publish", value_name = "PORT[:HOSTPORT]", value_parser = parse_publish)]
     publish: Vec<cordon::sandbox::policy::PublishedPort>,
+    /// Lift a protected path of the preset by its name (`~/.gitconfig`, `.git`, `~/.ssh`;
+    /// repeatable; like the profile's `unprotect`).
+    #[arg(long = "unprotect", value_name = "NAME")]
+    unprotect: Vec<String>,
     /// Print the resolved policy as one line of JSON and exit without running anything.
     #[arg(long)]
     print_policy: bool,
@@ -490,7 +494,9 @@ fn prepare(args: RunArgs) -> anyhow::Result<Prepared> {
         allow_domains: args.allow_domains.clone(),
         host_ports: args.allow_host_ports.clone(),
         publish: args.publish.clone(),
+        unprotect: args.unprotect.clone(),
     };
+    profile.check_overrides(&overrides)?;
     let resolved = profile
         .with_overrides(&overrides)
         .resolve(&ResolveContext::new(&cwd).with_invoking_dir(&invoking_dir))?;

@@ -32,6 +32,7 @@
 
 pub mod patterns;
 mod protected;
+pub(crate) use protected::covering_once_granted;
 mod trust;
 
 use std::path::{Path, PathBuf};
@@ -146,6 +147,29 @@ struct Rules {
 }
 
 impl Rules {
+    /// Whether `name` is a protected entry these rules have, for `unprotect`.
+    fn check_unprotect(&self, origin: &str, name: &str) -> Result<(), ProfileError> {
+        if self.protects && protected::find(name).is_some() {
+            return Ok(());
+        }
+        Err(ProfileError::NotProtected {
+            origin: origin.to_owned(),
+            known: if self.protects {
+                format!(
+                    "it protects: {}",
+                    protected::PROTECTED
+                        .iter()
+                        .map(|p| p.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                "only workspace-write and profiles extending it protect paths".into()
+            },
+            entry: name.to_owned(),
+        })
+    }
+
     fn empty() -> Rules {
         Rules {
             read: Vec::new(),
@@ -524,6 +548,9 @@ pub struct Overrides {
     pub host_ports: Vec<u16>,
     /// `--publish PORT[:HOSTPORT]`: added to `network.publish`.
     pub publish: Vec<PublishedPort>,
+    /// `--unprotect NAME`: added to `filesystem.unprotect` (checked by
+    /// [`PermissionProfile::check_overrides`]).
+    pub unprotect: Vec<String>,
 }
 
 impl PermissionProfile {
@@ -698,24 +725,7 @@ impl PermissionProfile {
         rules.deny_read.extend(file.filesystem.deny_read);
         rules.devices.extend(file.filesystem.devices);
         for name in file.filesystem.unprotect {
-            if !rules.protects || protected::find(&name).is_none() {
-                return Err(ProfileError::NotProtected {
-                    origin: origin.to_owned(),
-                    known: if rules.protects {
-                        format!(
-                            "it protects: {}",
-                            protected::PROTECTED
-                                .iter()
-                                .map(|p| p.name)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    } else {
-                        "only workspace-write and profiles extending it protect paths".into()
-                    },
-                    entry: name,
-                });
-            }
+            rules.check_unprotect(origin, &name)?;
             if !rules.unprotect.contains(&name) {
                 rules.unprotect.push(name);
             }
@@ -792,8 +802,26 @@ impl PermissionProfile {
                 }
             }
             rules.publish.extend(overrides.publish.iter().copied());
+            for name in &overrides.unprotect {
+                if !rules.unprotect.contains(name) {
+                    rules.unprotect.push(name.clone());
+                }
+            }
         }
         self
+    }
+
+    /// What [`with_overrides`](Self::with_overrides) cannot refuse: an `--unprotect` name that
+    /// this profile does not protect.
+    pub fn check_overrides(&self, overrides: &Overrides) -> Result<(), ProfileError> {
+        for name in &overrides.unprotect {
+            match &self.rules {
+                Some(rules) => rules.check_unprotect("--unprotect", name)?,
+                // Full access: nothing to lift.
+                None => Rules::empty().check_unprotect("--unprotect", name)?,
+            }
+        }
+        Ok(())
     }
 
     /// Resolves against `ctx` into the helper's policy.

@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::fs;
 use std::time::{Duration, Instant};
 
 use common::{stderr, stdout, Tree};
@@ -183,11 +184,14 @@ fn env_flags_set_clear_and_drop_secrets() {
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let mut vars: Vec<&str> = v["stdout"].as_str().unwrap().lines().collect();
     vars.sort();
+    // Besides the markers, only what the `.git` placeholder asks of Go (the test's working
+    // directory is no repository, so the namespace layer put one there).
     assert_eq!(
         vars,
         [
             "CORDON_SANDBOX=1",
             "CORDON_SANDBOX_NETWORK_DISABLED=1",
+            "GOFLAGS=-buildvcs=false",
             "ONLY=this"
         ]
     );
@@ -308,4 +312,61 @@ fn an_exec_refused_before_the_command_ran_is_marked_as_the_helpers_record() {
         (Some(0), Some("ran\n")),
         "{v}"
     );
+}
+
+/// `git config --global` writes `~/.gitconfig`, which granting `~` alone would still protect:
+/// the suggestion lifts that entry too, and the run it suggests works (the file is checked from
+/// outside). Naming a path that is not protected is refused before anything runs.
+#[test]
+fn a_write_the_preset_would_protect_suggests_lifting_it_and_the_suggestion_works() {
+    let tree = Tree::new();
+    let config = tree.home.join(".gitconfig");
+    fs::write(&config, "[user]\n\tname = before\n").unwrap();
+    let run = |pre: &[&str]| -> Value {
+        let out = tree
+            .cordon()
+            .args(["run", "--json"])
+            .args(pre)
+            .args(["--", "git", "config", "--global", "user.name", "after"])
+            .output()
+            .unwrap();
+        serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+    };
+    let v = run(&[]);
+    assert_eq!(v["outcome"], "denied", "{v}");
+    assert_eq!(
+        v["denials"][0]["target"],
+        config.display().to_string(),
+        "{v}"
+    );
+    let allow = v["denials"][0]["allow_with"].as_str().unwrap().to_owned();
+    assert_eq!(
+        allow,
+        format!(
+            "--unprotect ~/.gitconfig --writable {}",
+            tree.home.display()
+        )
+    );
+    assert_eq!(
+        fs::read_to_string(&config).unwrap(),
+        "[user]\n\tname = before\n"
+    );
+    let flags: Vec<&str> = allow.split_whitespace().collect();
+    let v = run(&flags);
+    assert_eq!(v["outcome"], "success", "{v}");
+    assert!(
+        fs::read_to_string(&config)
+            .unwrap()
+            .contains("name = after"),
+        "{}",
+        fs::read_to_string(&config).unwrap()
+    );
+    let out = tree
+        .cordon()
+        .args(["run", "--unprotect", "~/.nothing", "--", "touch", "ran"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(!tree.cwd.join("ran").exists());
 }

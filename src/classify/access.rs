@@ -61,9 +61,16 @@ impl<'a> Access<'a> {
             .iter()
             .find(|ro| path.starts_with(ro) && self.enforced("read_only", ro))
         {
+            // A carve-out of the preset's protected paths is lifted by its name.
+            let granted = fs.write.iter().find(|w| ro.starts_with(w));
+            let allow_with =
+                match granted.and_then(|w| crate::profile::covering_once_granted(path, w)) {
+                    Some(name) => format!("--unprotect {name}"),
+                    None => format!("remove {} from filesystem.read_only", ro.display()),
+                };
             return Some(Verdict {
                 rule: format!("under the read-only carve-out {}", ro.display()),
-                allow_with: format!("remove {} from filesystem.read_only", ro.display()),
+                allow_with,
             });
         }
         if let Some(denied) = self.read_carve_out(path) {
@@ -80,9 +87,15 @@ impl<'a> Access<'a> {
             }
             return None;
         }
+        // A directory whose grant would protect the target (`~` and `~/.gitconfig`) needs
+        // that protection lifted too, or the rerun fails the same way.
+        let allow_with = match crate::profile::covering_once_granted(path, dir) {
+            Some(name) => format!("--unprotect {name} --writable {}", dir.display()),
+            None => format!("--writable {}", dir.display()),
+        };
         Some(Verdict {
             rule: "not under any writable root".into(),
-            allow_with: format!("--writable {}", dir.display()),
+            allow_with,
         })
     }
 

@@ -19,6 +19,8 @@
 //! such a path is an empty read-only file (a directory for `.git`), so `git init` in a directory
 //! that is not a repository fails with `EROFS`; lift `.git` to allow it.
 
+use std::path::{Path, PathBuf};
+
 /// Where a protected path is looked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Anchor {
@@ -164,6 +166,32 @@ pub(crate) const PROTECTED: &[Protected] = &[
 /// The entry `name` names, if any.
 pub(crate) fn find(name: &str) -> Option<&'static Protected> {
     PROTECTED.iter().find(|p| p.name == name)
+}
+
+/// The name of the protected entry that would cover `target` once `granted` is a writable
+/// root, with the home and XDG directories of this process's environment: granting the
+/// directory alone would leave the target read-only or hidden, so a suggestion must lift that
+/// entry too (`git config --global` writes `~/.gitconfig`, which `--writable ~` protects).
+pub(crate) fn covering_once_granted(target: &Path, granted: &Path) -> Option<&'static str> {
+    let env_dir = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let home = env_dir("HOME");
+    let config = env_dir("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let cache = env_dir("XDG_CACHE_HOME").or_else(|| home.as_ref().map(|h| h.join(".cache")));
+    PROTECTED.iter().find_map(|entry| {
+        let base = match entry.anchor {
+            Anchor::EveryWritableRoot => Some(granted.to_path_buf()),
+            Anchor::Home => home.clone(),
+            Anchor::ConfigHome => config.clone(),
+            Anchor::CacheHome => cache.clone(),
+            Anchor::AbsoluteAsRoot => None,
+        }?;
+        let place = base.join(entry.rest);
+        (place.starts_with(granted) && target.starts_with(&place)).then_some(entry.name)
+    })
 }
 
 #[cfg(test)]
