@@ -181,6 +181,17 @@ pub(crate) fn covering_once_granted(target: &Path, granted: &Path) -> Option<&'s
     let home = env_dir("HOME");
     let config = env_dir("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")));
     let cache = env_dir("XDG_CACHE_HOME").or_else(|| home.as_ref().map(|h| h.join(".cache")));
+    covering_with(target, granted, home, config, cache)
+}
+
+/// [`covering_once_granted`] with the home, config and cache directories given.
+fn covering_with(
+    target: &Path,
+    granted: &Path,
+    home: Option<PathBuf>,
+    config: Option<PathBuf>,
+    cache: Option<PathBuf>,
+) -> Option<&'static str> {
     PROTECTED.iter().find_map(|entry| {
         let base = match entry.anchor {
             Anchor::EveryWritableRoot => Some(granted.to_path_buf()),
@@ -190,13 +201,50 @@ pub(crate) fn covering_once_granted(target: &Path, granted: &Path) -> Option<&'s
             Anchor::AbsoluteAsRoot => None,
         }?;
         let place = base.join(entry.rest);
-        (place.starts_with(granted) && target.starts_with(&place)).then_some(entry.name)
+        // At or below the entry; or a missing directory the entry lies below, where the
+        // placeholder for a missing entry would go (its first missing component: `pip install
+        // --user` creating `~/.local`, under which `~/.local/share/keyrings` is protected).
+        let covered = target.starts_with(&place)
+            || (place.starts_with(target) && target.symlink_metadata().is_err());
+        (place.starts_with(granted) && covered).then_some(entry.name)
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write whose suggested grant would still protect the target names the entry to lift:
+    /// `~/.gitconfig` itself, a missing `~/.local` under which `~/.local/share/keyrings` is
+    /// protected (its placeholder would take `~/.local`'s place), `.git` below a granted
+    /// directory; nothing for a path no entry covers, or one outside the grant.
+    #[test]
+    fn the_entry_a_grant_would_protect_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let names = |target: &Path, granted: &Path| {
+            covering_with(
+                target,
+                granted,
+                Some(home.clone()),
+                Some(home.join(".config")),
+                Some(home.join(".cache")),
+            )
+        };
+        assert_eq!(names(&home.join(".gitconfig"), &home), Some("~/.gitconfig"));
+        assert_eq!(names(&home.join(".ssh/known_hosts"), &home), Some("~/.ssh"));
+        assert_eq!(
+            names(&home.join(".local"), &home),
+            Some("~/.local/share/keyrings")
+        );
+        std::fs::create_dir(home.join(".local")).unwrap();
+        assert_eq!(names(&home.join(".local/lib"), &home), None);
+        let project = dir.path().join("project");
+        assert_eq!(names(&project.join(".git/config"), &project), Some(".git"));
+        assert_eq!(names(&project.join("src/main.rs"), &project), None);
+        assert_eq!(names(&home.join(".gitconfig"), &project), None);
+    }
 
     #[test]
     fn names_are_unique_and_every_entry_has_a_reason() {
