@@ -558,3 +558,40 @@ fn git_still_finds_the_repository_above_a_working_directory_without_git() {
         "placeholder left"
     );
 }
+
+/// Root's run in another user's directory: inside the user namespace that directory's owner is
+/// not mapped, so the helper cannot remove the placeholders it made there; the parent removes
+/// them from outside once the run is over. The protection held during the run (checked inside),
+/// nothing is left afterwards (checked outside), and the person's own entries stay.
+#[test]
+fn placeholders_in_another_users_directory_are_removed_after_the_run() {
+    use std::os::unix::fs::MetadataExt;
+    require_userns!();
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: giving the directory to another user needs root");
+        return;
+    }
+    let tree = Tree::new();
+    let dir = tree.cwd.join("alices");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("notes.txt"), "mine\n").unwrap();
+    // SAFETY: chown of a path we made, to nobody (65534), which this run does not map.
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+    let out = py_in(
+        &tree,
+        &dir,
+        &[],
+        "print(attempt(lambda: os.mkdir('.git/hooks')), attempt(lambda: open('.vscode/x', 'w')))",
+    );
+    assert_eq!(common::stdout(&out), "EROFS ENOTDIR\n", "{}", stderr(&out));
+    let mut left: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["notes.txt"]);
+    assert_eq!(fs::metadata(&dir).unwrap().uid(), 65534);
+    assert_eq!(fs::read_to_string(dir.join("notes.txt")).unwrap(), "mine\n");
+}

@@ -267,6 +267,20 @@ pub(super) async fn run(
         },
         None => (None, None),
     };
+    // The helper (the namespace layer's monitor) removes its placeholders when the sandbox
+    // ends; where it could not (its user namespace maps no owner of the directory: root's run
+    // in another user's directory), or was killed first, they go now, from out here.
+    if let Some(Ok(records)) = &records {
+        let placeholders = records.iter().find_map(|r| match r {
+            StatusRecord::Confined(receipt) => Some(&receipt.placeholders),
+            _ => None,
+        });
+        for path in placeholders.into_iter().flatten() {
+            if path.symlink_metadata().is_ok() {
+                cordon_sandbox::namespaces::mounts::remove_leftover_placeholder(path);
+            }
+        }
+    }
     if let (Some(audit), Some(policy)) = (audit, request.policy.clone()) {
         let receipt = records
             .as_ref()

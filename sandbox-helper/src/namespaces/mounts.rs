@@ -169,6 +169,21 @@ impl Placeholder {
     }
 }
 
+/// Removes the placeholder at `path` that a run's monitor could not remove: inside the user
+/// namespace, an entry of a directory whose owner is not mapped there cannot be unlinked, so
+/// root's run in another user's directory left every placeholder behind. Called by the parent,
+/// outside, once the run is over; the monitor's checks hold (still a placeholder: the
+/// caller's, with exactly the placeholder's mode, a file also empty; no other run standing on
+/// it; reached without following a link), so it removes nothing else.
+pub fn remove_leftover_placeholder(path: &Path) {
+    let Ok(fd) = open_beneath(None, path) else {
+        return;
+    };
+    if let Some(placeholder) = adopt_placeholder(path, &fd) {
+        placeholder.remove();
+    }
+}
+
 /// The status of `held` when `name` in `parent` still leads to it.
 fn same_inode(parent: &OwnedFd, name: &CString, held: &OwnedFd) -> Option<libc::stat> {
     // SAFETY: `stat` is plain data for which all-zero is a valid value.
