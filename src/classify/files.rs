@@ -146,12 +146,7 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
     }
     // A message split over lines (unzip's "cannot create PATH" then "Read-only file system" on
     // the next line, 7z's "errno=30 : Read-only file system") is read as one line too.
-    let lines: Vec<String> = ctx
-        .lines
-        .iter()
-        .cloned()
-        .chain(continued(&ctx.lines))
-        .collect();
+    let lines = with_continuations(&ctx.lines);
     for original in &lines {
         let (line, read_only_fs) = match as_eacces(original) {
             Some(line) => (line, true),
@@ -194,12 +189,7 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
             }
         }
     }
-    let stdout_lines: Vec<String> = ctx
-        .stdout_lines
-        .iter()
-        .cloned()
-        .chain(continued(&ctx.stdout_lines))
-        .collect();
+    let stdout_lines = with_continuations(&ctx.stdout_lines);
     for line in lines.iter().chain(&stdout_lines) {
         out.extend(read_only_fs_paths(line, ctx));
     }
@@ -230,6 +220,11 @@ fn masked_mkdir(line: &str) -> Vec<Mention> {
         })
         .into_iter()
         .collect()
+}
+
+/// `lines`, then [`continued`]'s joined ones.
+fn with_continuations(lines: &[String]) -> Vec<String> {
+    lines.iter().cloned().chain(continued(lines)).collect()
 }
 
 /// Lines that carry an errno with nothing else, joined to the nearest non-empty line above
