@@ -52,16 +52,14 @@ pub(crate) struct Walk {
     pub exists: bool,
 }
 
-/// What one `lstat` (or `stat`, when following) told: the mode, or the errno.
-type StatAnswer = Result<u32, i32>;
-
 /// The answers of one [`memoized`] scope: a resolution asks about the same few directories
 /// (the working directory's components, `/tmp`, `$HOME`) once per root, protected entry and
 /// plantable place; within one resolution their answers are taken as fixed, as each single
 /// walk already takes them between its own steps.
 #[derive(Default)]
 struct Memo {
-    stats: HashMap<(PathBuf, bool), StatAnswer>,
+    /// What one `lstat` (or `stat`, when following) told: the mode, or the errno.
+    stats: HashMap<(PathBuf, bool), Result<u32, i32>>,
     links: HashMap<PathBuf, Result<PathBuf, i32>>,
 }
 
@@ -97,43 +95,47 @@ pub(crate) fn memoized<T>(f: impl FnOnce() -> T) -> T {
 /// [`memoized`] scope.
 pub(crate) fn stat_mode(path: &Path, follow: bool) -> io::Result<u32> {
     use std::os::unix::fs::MetadataExt;
-    let key = (path.to_path_buf(), follow);
-    if let Some(answer) =
-        MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.stats.get(&key).copied()))
-    {
-        return answer.map_err(io::Error::from_raw_os_error);
-    }
-    let asked = if follow {
-        std::fs::metadata(path)
-    } else {
-        std::fs::symlink_metadata(path)
-    };
-    let answer: StatAnswer = match &asked {
-        Ok(meta) => Ok(meta.mode()),
-        // An error without an errno is not remembered: asking again gives it again.
-        Err(e) => match e.raw_os_error() {
-            Some(errno) => Err(errno),
-            None => return asked.map(|m| m.mode()),
+    remembered(
+        |m| &mut m.stats,
+        (path.to_path_buf(), follow),
+        || {
+            let meta = if follow {
+                std::fs::metadata(path)
+            } else {
+                std::fs::symlink_metadata(path)
+            };
+            meta.map(|m| m.mode())
         },
-    };
-    MEMO.with(|m| {
-        if let Some(memo) = m.borrow_mut().as_mut() {
-            memo.stats.insert(key, answer);
-        }
-    });
-    answer.map_err(io::Error::from_raw_os_error)
+    )
 }
 
 /// What the link at `path` holds, remembered within a [`memoized`] scope.
 fn read_link(path: &Path) -> io::Result<PathBuf> {
-    if let Some(answer) =
-        MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.links.get(path).cloned()))
-    {
+    remembered(
+        |m| &mut m.links,
+        path.to_path_buf(),
+        || std::fs::read_link(path),
+    )
+}
+
+/// The scope's answer for `key` in its `table`, else `ask`'s, remembered there. An error
+/// without an errno is not remembered: asking again gives it again.
+fn remembered<K: std::hash::Hash + Eq, V: Clone>(
+    table: fn(&mut Memo) -> &mut HashMap<K, Result<V, i32>>,
+    key: K,
+    ask: impl FnOnce() -> io::Result<V>,
+) -> io::Result<V> {
+    let known = MEMO.with(|m| {
+        m.borrow_mut()
+            .as_mut()
+            .and_then(|memo| table(memo).get(&key).cloned())
+    });
+    if let Some(answer) = known {
         return answer.map_err(io::Error::from_raw_os_error);
     }
-    let asked = std::fs::read_link(path);
+    let asked = ask();
     let answer = match &asked {
-        Ok(target) => Ok(target.clone()),
+        Ok(value) => Ok(value.clone()),
         Err(e) => match e.raw_os_error() {
             Some(errno) => Err(errno),
             None => return asked,
@@ -141,7 +143,7 @@ fn read_link(path: &Path) -> io::Result<PathBuf> {
     };
     MEMO.with(|m| {
         if let Some(memo) = m.borrow_mut().as_mut() {
-            memo.links.insert(path.to_path_buf(), answer);
+            table(memo).insert(key, answer);
         }
     });
     asked

@@ -32,7 +32,6 @@
 
 pub mod patterns;
 mod protected;
-pub(crate) use protected::covering_once_granted;
 mod trust;
 
 use std::path::{Path, PathBuf};
@@ -465,6 +464,52 @@ impl ResolveContext {
             as_root: unsafe { libc::geteuid() } == 0,
             pattern_limits: patterns::PatternLimits::from_env(),
         }
+    }
+
+    /// The directory a protected entry's `anchor` stands for here (`None` for
+    /// [`protected::Anchor::EveryWritableRoot`], which is every writable root, and where the
+    /// context has no such directory).
+    fn anchor_dir(&self, anchor: protected::Anchor) -> Option<PathBuf> {
+        use protected::Anchor;
+        let absolute = |p: &Option<PathBuf>| p.clone().filter(|p| p.is_absolute());
+        let home = || absolute(&self.home);
+        match anchor {
+            Anchor::EveryWritableRoot => None,
+            Anchor::Home => home(),
+            Anchor::ConfigHome => {
+                absolute(&self.xdg_config_home).or_else(|| home().map(|h| h.join(".config")))
+            }
+            Anchor::CacheHome => {
+                absolute(&self.xdg_cache_home).or_else(|| home().map(|h| h.join(".cache")))
+            }
+            Anchor::AbsoluteAsRoot => self.as_root.then(|| PathBuf::from("/")),
+        }
+    }
+
+    /// The name of the protected entry that would cover `target` once `granted` is a writable
+    /// root: granting the directory alone would leave the target read-only or hidden, so a
+    /// suggestion must lift that entry too (`git config --global` writes `~/.gitconfig`, which
+    /// `--writable ~` protects). Covered: a target at or below the entry, or a missing one the
+    /// entry lies below, where the placeholder for a missing entry would go (its first missing
+    /// component: `pip install --user` creating `~/.local`, under which
+    /// `~/.local/share/keyrings` is protected).
+    pub(crate) fn protection_once_granted(
+        &self,
+        target: &Path,
+        granted: &Path,
+    ) -> Option<&'static str> {
+        protected::PROTECTED.iter().find_map(|entry| {
+            let base = match entry.anchor {
+                protected::Anchor::EveryWritableRoot => Some(granted.to_path_buf()),
+                // Protected only where a writable root covers them, which `/` is not.
+                protected::Anchor::AbsoluteAsRoot => None,
+                anchor => self.anchor_dir(anchor),
+            }?;
+            let place = base.join(entry.rest);
+            let covered = target.starts_with(&place)
+                || (place.starts_with(target) && target.symlink_metadata().is_err());
+            (place.starts_with(granted) && covered).then_some(entry.name)
+        })
     }
 
     /// Overrides `XDG_CONFIG_HOME` and `XDG_CACHE_HOME`.
@@ -1489,30 +1534,24 @@ impl Protector<'_> {
 
     /// The absolute paths `entry` stands for in this context.
     fn candidates(&self, entry: &protected::Protected) -> Vec<PathBuf> {
-        use protected::Anchor;
-        let absolute = |p: &Option<PathBuf>| p.clone().filter(|p| p.is_absolute());
-        let home = || self.ctx.home.clone().filter(|h| h.is_absolute());
-        let base = match entry.anchor {
-            Anchor::EveryWritableRoot => {
-                let roots = self.directory_roots.get_or_init(|| {
-                    self.write
-                        .iter()
-                        .filter(|w| std::fs::metadata(w).map_or(true, |m| m.is_dir()))
-                        .cloned()
-                        .collect()
-                });
-                return roots.iter().map(|w| w.join(entry.rest)).collect();
-            }
-            Anchor::Home => home(),
-            Anchor::ConfigHome => {
-                absolute(&self.ctx.xdg_config_home).or_else(|| home().map(|h| h.join(".config")))
-            }
-            Anchor::CacheHome => {
-                absolute(&self.ctx.xdg_cache_home).or_else(|| home().map(|h| h.join(".cache")))
-            }
-            Anchor::AbsoluteAsRoot => self.ctx.as_root.then(|| PathBuf::from("/")),
-        };
-        base.map(|b| b.join(entry.rest)).into_iter().collect()
+        if entry.anchor == protected::Anchor::EveryWritableRoot {
+            let roots = self.directory_roots.get_or_init(|| {
+                self.write
+                    .iter()
+                    .filter(|w| {
+                        crate::path_walk::stat_mode(w, true)
+                            .map_or(true, crate::path_walk::is_dir_mode)
+                    })
+                    .cloned()
+                    .collect()
+            });
+            return roots.iter().map(|w| w.join(entry.rest)).collect();
+        }
+        self.ctx
+            .anchor_dir(entry.anchor)
+            .map(|b| b.join(entry.rest))
+            .into_iter()
+            .collect()
     }
 
     /// [`locate`], reusing the walk of the anchor `path` lies below.
@@ -2157,5 +2196,32 @@ mod tests {
             PermissionProfile::load("/nonexistent/p.toml"),
             Err(ProfileError::Read { .. })
         ));
+    }
+
+    /// A write whose suggested grant would still protect the target names the entry to lift:
+    /// `~/.gitconfig` itself, a missing `~/.local` under which `~/.local/share/keyrings` is
+    /// protected (its placeholder would take `~/.local`'s place), `.git` below a granted
+    /// directory; nothing for a path no entry covers, or one outside the grant.
+    #[test]
+    fn the_entry_a_grant_would_protect_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let ctx = ResolveContext::new(dir.path())
+            .with_home(&home)
+            .with_xdg(None, None);
+        let names = |target: &Path, granted: &Path| ctx.protection_once_granted(target, granted);
+        assert_eq!(names(&home.join(".gitconfig"), &home), Some("~/.gitconfig"));
+        assert_eq!(names(&home.join(".ssh/known_hosts"), &home), Some("~/.ssh"));
+        assert_eq!(
+            names(&home.join(".local"), &home),
+            Some("~/.local/share/keyrings")
+        );
+        std::fs::create_dir(home.join(".local")).unwrap();
+        assert_eq!(names(&home.join(".local/lib"), &home), None);
+        let project = dir.path().join("project");
+        assert_eq!(names(&project.join(".git/config"), &project), Some(".git"));
+        assert_eq!(names(&project.join("src/main.rs"), &project), None);
+        assert_eq!(names(&home.join(".gitconfig"), &project), None);
     }
 }

@@ -7,6 +7,12 @@ use cordon_sandbox::landlock_rules::{excluded_from_roots, DEVICE_FILES};
 use cordon_sandbox::policy::SandboxPolicy;
 use cordon_sandbox::status::StatusRecord;
 
+/// [`ResolveContext::protection_once_granted`](crate::profile::ResolveContext) in this
+/// process's environment (`HOME`, the XDG directories): what resolution would protect.
+fn protection_once_granted(target: &Path, granted: &Path) -> Option<&'static str> {
+    crate::profile::ResolveContext::new(granted).protection_once_granted(target, granted)
+}
+
 /// A refused access: the rule and the smallest change that allows it.
 pub(crate) struct Verdict {
     pub rule: String,
@@ -50,8 +56,26 @@ impl<'a> Access<'a> {
         !self.downgraded.contains(&name)
     }
 
-    /// Why a write to the resolved `path` is refused, or None when the policy allows it.
+    /// Why a write to the resolved `path` is refused, or None when the policy allows it. The
+    /// suggestion grants `path` itself when it is a directory, else the one that holds it.
     pub fn write_verdict(&self, path: &Path) -> Option<Verdict> {
+        let dir = if path.is_dir() {
+            path
+        } else {
+            path.parent().unwrap_or(path)
+        };
+        self.change_verdict(path, dir)
+    }
+
+    /// [`write_verdict`](Self::write_verdict) for removing or renaming `path`: a right on the
+    /// directory that holds it, even when it is a directory itself (a grant of the directory
+    /// alone would make it a mount point that cannot be removed at all).
+    pub fn removal_verdict(&self, path: &Path) -> Option<Verdict> {
+        self.change_verdict(path, path.parent().unwrap_or(path))
+    }
+
+    /// Why changing `path` is refused, suggesting `dir` as the root to grant.
+    fn change_verdict(&self, path: &Path, dir: &Path) -> Option<Verdict> {
         if DEVICE_FILES.iter().any(|d| path == Path::new(d)) {
             return None;
         }
@@ -63,11 +87,10 @@ impl<'a> Access<'a> {
         {
             // A carve-out of the preset's protected paths is lifted by its name.
             let granted = fs.write.iter().find(|w| ro.starts_with(w));
-            let allow_with =
-                match granted.and_then(|w| crate::profile::covering_once_granted(path, w)) {
-                    Some(name) => format!("--unprotect {name}"),
-                    None => format!("remove {} from filesystem.read_only", ro.display()),
-                };
+            let allow_with = match granted.and_then(|w| protection_once_granted(path, w)) {
+                Some(name) => format!("--unprotect {name}"),
+                None => format!("remove {} from filesystem.read_only", ro.display()),
+            };
             return Some(Verdict {
                 rule: format!("under the read-only carve-out {}", ro.display()),
                 allow_with,
@@ -76,11 +99,6 @@ impl<'a> Access<'a> {
         if let Some(denied) = self.read_carve_out(path) {
             return Some(denied);
         }
-        let dir = if path.is_dir() {
-            path
-        } else {
-            path.parent().unwrap_or(path)
-        };
         if fs.write.iter().any(|w| path.starts_with(w)) {
             if excluded_from_roots(self.policy, path) {
                 return Some(device_verdict(&format!("--writable {}", dir.display())));
@@ -89,7 +107,7 @@ impl<'a> Access<'a> {
         }
         // A directory whose grant would protect the target (`~` and `~/.gitconfig`) needs
         // that protection lifted too, or the rerun fails the same way.
-        let allow_with = match crate::profile::covering_once_granted(path, dir) {
+        let allow_with = match protection_once_granted(path, dir) {
             Some(name) => format!("--unprotect {name} --writable {}", dir.display()),
             None => format!("--writable {}", dir.display()),
         };

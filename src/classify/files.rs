@@ -179,7 +179,7 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
                 line_paths(line)
                     .into_iter()
                     // A path whose directory is missing fails with ENOENT, not EACCES.
-                    .filter(|path| Path::new(path).parent().is_some_and(Path::exists))
+                    .filter(|path| parent_exists(Path::new(path)))
                     .map(|path| Mention { path, intent }),
             );
         }
@@ -213,7 +213,7 @@ fn masked_mkdir(line: &str) -> Vec<Mention> {
     NODE_MKDIR
         .captures(line)
         .map(|c| c[1].to_owned())
-        .filter(|path| Path::new(path).parent().is_some_and(Path::is_dir))
+        .filter(|path| parent_exists(Path::new(path)))
         .map(|path| Mention {
             path,
             intent: Intent::WriteNoErrno,
@@ -391,7 +391,7 @@ fn read_only_fs_paths(line: &str, ctx: &Context) -> Vec<Mention> {
     }
     let mut out: Vec<Mention> = line_paths(line)
         .into_iter()
-        .filter(|path| Path::new(path).parent().is_some_and(Path::exists))
+        .filter(|path| parent_exists(Path::new(path)))
         .map(|path| Mention {
             path,
             intent: Intent::Write,
@@ -662,17 +662,10 @@ pub(crate) fn message_denials(ctx: &Context, access: &Access) -> Vec<Denial> {
                     .map(|v| denial(Operation::FileWrite, &p, v))
             }
             Intent::Unlink => {
-                // Removing or renaming an entry changes the directory that holds it: a
-                // directory's own grant does not let it go (as the observer suggests too).
                 let p = access.resolve(&m.path, false);
-                access.write_verdict(&p).map(|mut v| {
-                    if let (Some(parent), true) =
-                        (p.parent(), v.allow_with.starts_with("--writable "))
-                    {
-                        v.allow_with = format!("--writable {}", parent.display());
-                    }
-                    denial(Operation::FileWrite, &p, v)
-                })
+                access
+                    .removal_verdict(&p)
+                    .map(|v| denial(Operation::FileWrite, &p, v))
             }
             Intent::TempBeside => {
                 let p = access.resolve(&m.path, false);

@@ -246,7 +246,7 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         // As in the network scope: quiet probes (the JVM's socket, every name lookup's) are
         // no denial unless the text says so.
         if !weak.is_empty() {
-            found.extend(confirmed_probes(&weak, e, &text::Context::new(e)));
+            found.extend(confirmed_probes(&weak, e, &text::Context::new(e), &access));
         }
         return merge(with_audit(found, e.audit));
     }
@@ -263,7 +263,7 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
             let (weak, strong): (Vec<Denial>, Vec<Denial>) =
                 kernel.iter().cloned().partition(is_probe_like);
             found.extend(strong);
-            found.extend(confirmed_probes(&weak, e, &ctx));
+            found.extend(confirmed_probes(&weak, e, &ctx, &access));
         }
         None if layer_in_force(e.records, Layer::Seccomp) => {
             found.extend(network::denials(e.policy, e.cwd, &ctx));
@@ -279,7 +279,12 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
 /// name lookup's quiet probe looks like (glibc's nscd socket, a DNS socket, the JVM's), so it
 /// counts only where the command's text names the same kind of failure, and the text then
 /// adds nothing the kernel did not see. Marked as the kernel's.
-fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<Denial> {
+fn confirmed_probes(
+    weak: &[Denial],
+    e: &Evidence,
+    ctx: &text::Context,
+    access: &access::Access,
+) -> Vec<Denial> {
     // A check for write access that the kernel saw answered no counts where the command's
     // output names the path it checked (pyenv's "/root/.pyenv/shims isn't writable"): the text
     // only confirms a check that happened, it cannot name a path that was not checked.
@@ -299,17 +304,14 @@ fn confirmed_probes(weak: &[Denial], e: &Evidence, ctx: &text::Context) -> Vec<D
     // the command started could have made the socket: in a writable root. A client that just
     // fails (psql's "connection to server on socket "/var/run/postgresql/..." failed") would
     // have failed anyway. The path may be printed as given, relative to the working directory.
-    let access = access::Access::new(e.policy, e.cwd, e.records);
     out.extend(
         weak.iter()
             .filter(|d| d.operation == Operation::UnixSocket)
             .filter(|d| {
-                d.target
-                    .as_deref()
-                    .is_some_and(|t| access.write_verdict(Path::new(t)).is_none())
-            })
-            .filter(|d| {
                 d.target.as_deref().is_some_and(|t| {
+                    if access.write_verdict(Path::new(t)).is_some() {
+                        return false;
+                    }
                     let relative = Path::new(t)
                         .strip_prefix(e.cwd)
                         .ok()

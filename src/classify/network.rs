@@ -213,10 +213,7 @@ fn network_target(ctx: &Context) -> Option<String> {
             re(r"(?i)connect to (\S+) port (\d+)"),
             // PHP's fsockopen, redis-cli ("Could not connect to Redis at H:P").
             re(
-                r"(?i)(?:unable|failed|could not|couldn't|can't|cannot) to connect to (?:\S+ at )?([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\b",
-            ),
-            re(
-                r"(?i)(?:could not|couldn't|can't|cannot) connect to (?:\S+ at )?([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\b",
+                r"(?i)(?:unable to|failed to|could not|couldn't|can't|cannot) connect to (?:\S+ at )?([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\b",
             ),
             re(r"connect E[A-Z]+ (\S+):(\d+)"),
             re(r"Connecting to (\S+?)(?: \([^)]*\))?(?:\|[^|]*\|)?:(\d+)\.\.\."),

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::sync::LazyLock;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cordon_sandbox::policy::SandboxPolicy;
@@ -44,22 +44,20 @@ pub(crate) struct AuditListener {
 /// the meantime is seen by the first run after it.
 const DISABLED_BELIEVED_FOR: Duration = Duration::from_secs(1);
 
-/// When audit was last found disabled, in milliseconds after [`EPOCH`] plus one (0: never).
-static DISABLED_SEEN: AtomicU64 = AtomicU64::new(0);
-static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+/// When a run of this process last found audit disabled.
+static DISABLED_AT: Mutex<Option<Instant>> = Mutex::new(None);
 
 fn recently_disabled() -> bool {
-    match DISABLED_SEEN.load(Ordering::Relaxed) {
-        0 => false,
-        seen => {
-            let now = EPOCH.elapsed().as_millis() as u64 + 1;
-            now.saturating_sub(seen) < DISABLED_BELIEVED_FOR.as_millis() as u64
-        }
-    }
+    DISABLED_AT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .is_some_and(|at| at.elapsed() < DISABLED_BELIEVED_FOR)
 }
 
 fn note_disabled() {
-    DISABLED_SEEN.store(EPOCH.elapsed().as_millis() as u64 + 1, Ordering::Relaxed);
+    *DISABLED_AT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Instant::now());
 }
 
 /// Access records by domain, and the domains created by this run's processes.

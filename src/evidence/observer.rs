@@ -546,23 +546,25 @@ impl Ctx<'_> {
                 // Binding makes the socket file, so a path that does not exist yet is what a
                 // server binds (in a directory that exists); one that does would have failed
                 // with EADDRINUSE anyway.
-                Address::Unix(path) if !path.starts_with('@') && *call == SocketCall::Bind => {
+                // Binding makes the socket file: a path that does not exist yet, in a directory
+                // that exists, is what a server binds (one that exists would fail with
+                // EADDRINUSE anyway). Connecting to a path that is no socket would have failed
+                // anyway, unless the program takes ENOENT as "no server yet, start one" (tmux,
+                // gpg, screen) and EPERM as a reason to stop: a probe, counted where the
+                // output names the path as not permitted (`classify::confirmed_probes`).
+                Address::Unix(path)
+                    if !path.starts_with('@')
+                        && (*call == SocketCall::Bind || !is_socket(Path::new(path))) =>
+                {
                     let path = unix_path(path);
                     if !unix_denied || path.symlink_metadata().is_ok() || !parent_exists(&path) {
                         return Vec::new();
                     }
-                    vec![unix_denial(display(&path), UNIX_BIND_MARK)]
-                }
-                // Connecting to a path that is no socket would have failed anyway, unless the
-                // program takes ENOENT as "no server yet, start one" (tmux, gpg, screen) and
-                // EPERM as a reason to stop: a probe, counted where the output names the path
-                // as not permitted (`classify::confirmed_probes`).
-                Address::Unix(path) if !path.starts_with('@') && !is_socket(Path::new(path)) => {
-                    let path = unix_path(path);
-                    if !unix_denied || path.symlink_metadata().is_ok() || !parent_exists(&path) {
-                        return Vec::new();
-                    }
-                    vec![unix_denial(display(&path), &format!("{name}: "))]
+                    let label = match call {
+                        SocketCall::Bind => UNIX_BIND_MARK.to_owned(),
+                        _ => format!("{name}: "),
+                    };
+                    vec![unix_denial(display(&path), &label)]
                 }
                 Address::Unix(path) if unix_denied => {
                     vec![unix_denial(path.clone(), &format!("{name}: "))]
@@ -617,14 +619,19 @@ impl Ctx<'_> {
         let layers = &self.judge.receipt.layers;
         let files = layers.contains(&Layer::LandlockFs);
         let seen = EvidenceKind::SeccompObserver;
-        let write = |path: &Path| -> Option<Denial> {
+        // Removing or renaming an entry is a right on the directory that holds it.
+        let change = |path: &Path, removal: bool| -> Option<Denial> {
             // A process's own kernel settings (`/proc/PID/coredump_filter`, `oom_score_adj`,
             // written by the JVM and others at start-up and ignored when refused) are no file a
             // profile could grant: not a denial to report.
             if path.starts_with("/proc") {
                 return None;
             }
-            let v = self.access.write_verdict(path)?;
+            let v = if removal {
+                self.access.removal_verdict(path)
+            } else {
+                self.access.write_verdict(path)
+            }?;
             Some(Denial::new(
                 Operation::FileWrite,
                 Some(display(path)),
@@ -633,17 +640,8 @@ impl Ctx<'_> {
                 seen,
             ))
         };
-        // Removing or renaming an entry is a right on the directory that holds it, even when
-        // the entry is itself a directory (a grant of the directory alone would not do).
-        let remove = |path: &Path| -> Option<Denial> {
-            let mut d = write(path)?;
-            if d.allow_with.starts_with("--writable ") {
-                if let Some(parent) = path.parent() {
-                    d.allow_with = format!("--writable {}", parent.display());
-                }
-            }
-            Some(d)
-        };
+        let write = |path: &Path| change(path, false);
+        let remove = |path: &Path| change(path, true);
         let read = |op: Operation, path: &Path| -> Option<Denial> {
             let v = self.access.read_verdict(path)?;
             Some(Denial::new(

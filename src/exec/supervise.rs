@@ -276,9 +276,7 @@ pub(super) async fn run(
             _ => None,
         });
         for path in placeholders.into_iter().flatten() {
-            if path.symlink_metadata().is_ok() {
-                cordon_sandbox::namespaces::mounts::remove_leftover_placeholder(path);
-            }
+            cordon_sandbox::namespaces::mounts::remove_leftover_placeholder(path);
         }
     }
     if let (Some(audit), Some(policy)) = (audit, request.policy.clone()) {

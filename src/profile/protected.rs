@@ -19,8 +19,6 @@
 //! such a path is an empty read-only file (a directory for `.git`), so `git init` in a directory
 //! that is not a repository fails with `EROFS`; lift `.git` to allow it.
 
-use std::path::{Path, PathBuf};
-
 /// Where a protected path is looked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Anchor {
@@ -168,83 +166,9 @@ pub(crate) fn find(name: &str) -> Option<&'static Protected> {
     PROTECTED.iter().find(|p| p.name == name)
 }
 
-/// The name of the protected entry that would cover `target` once `granted` is a writable
-/// root, with the home and XDG directories of this process's environment: granting the
-/// directory alone would leave the target read-only or hidden, so a suggestion must lift that
-/// entry too (`git config --global` writes `~/.gitconfig`, which `--writable ~` protects).
-pub(crate) fn covering_once_granted(target: &Path, granted: &Path) -> Option<&'static str> {
-    let env_dir = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    let home = env_dir("HOME");
-    let config = env_dir("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")));
-    let cache = env_dir("XDG_CACHE_HOME").or_else(|| home.as_ref().map(|h| h.join(".cache")));
-    covering_with(target, granted, home, config, cache)
-}
-
-/// [`covering_once_granted`] with the home, config and cache directories given.
-fn covering_with(
-    target: &Path,
-    granted: &Path,
-    home: Option<PathBuf>,
-    config: Option<PathBuf>,
-    cache: Option<PathBuf>,
-) -> Option<&'static str> {
-    PROTECTED.iter().find_map(|entry| {
-        let base = match entry.anchor {
-            Anchor::EveryWritableRoot => Some(granted.to_path_buf()),
-            Anchor::Home => home.clone(),
-            Anchor::ConfigHome => config.clone(),
-            Anchor::CacheHome => cache.clone(),
-            Anchor::AbsoluteAsRoot => None,
-        }?;
-        let place = base.join(entry.rest);
-        // At or below the entry; or a missing directory the entry lies below, where the
-        // placeholder for a missing entry would go (its first missing component: `pip install
-        // --user` creating `~/.local`, under which `~/.local/share/keyrings` is protected).
-        let covered = target.starts_with(&place)
-            || (place.starts_with(target) && target.symlink_metadata().is_err());
-        (place.starts_with(granted) && covered).then_some(entry.name)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A write whose suggested grant would still protect the target names the entry to lift:
-    /// `~/.gitconfig` itself, a missing `~/.local` under which `~/.local/share/keyrings` is
-    /// protected (its placeholder would take `~/.local`'s place), `.git` below a granted
-    /// directory; nothing for a path no entry covers, or one outside the grant.
-    #[test]
-    fn the_entry_a_grant_would_protect_is_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        std::fs::create_dir(&home).unwrap();
-        let names = |target: &Path, granted: &Path| {
-            covering_with(
-                target,
-                granted,
-                Some(home.clone()),
-                Some(home.join(".config")),
-                Some(home.join(".cache")),
-            )
-        };
-        assert_eq!(names(&home.join(".gitconfig"), &home), Some("~/.gitconfig"));
-        assert_eq!(names(&home.join(".ssh/known_hosts"), &home), Some("~/.ssh"));
-        assert_eq!(
-            names(&home.join(".local"), &home),
-            Some("~/.local/share/keyrings")
-        );
-        std::fs::create_dir(home.join(".local")).unwrap();
-        assert_eq!(names(&home.join(".local/lib"), &home), None);
-        let project = dir.path().join("project");
-        assert_eq!(names(&project.join(".git/config"), &project), Some(".git"));
-        assert_eq!(names(&project.join("src/main.rs"), &project), None);
-        assert_eq!(names(&home.join(".gitconfig"), &project), None);
-    }
 
     #[test]
     fn names_are_unique_and_every_entry_has_a_reason() {
