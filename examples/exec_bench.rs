@@ -148,7 +148,7 @@ fn plain_execs(total: usize, concurrency: usize, setsid: bool) -> Result<f64, Bo
 }
 
 /// `std::process::Command` running the helper exactly as the library launches it (the same
-/// command line: policy, cwd, status socket, the observer's network scope), reading its status
+/// command line: policy, cwd, status socket, the observer's light scope), reading its status
 /// records to their end as the library does, without the library's supervision around it: the
 /// reference the library's figure is held to, since both pay for the helper.
 fn plain_launch_execs(
@@ -159,7 +159,7 @@ fn plain_launch_execs(
     cwd: std::path::PathBuf,
 ) -> Result<f64, BoxError> {
     let options = cordon::helper::LaunchOptions {
-        observe: Some(cordon::sandbox::observe::ObserveScope::Network),
+        observe: Some(cordon::sandbox::observe::ObserveScope::Light),
         ..Default::default()
     };
     threaded_execs(total, concurrency, move || {

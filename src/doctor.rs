@@ -665,7 +665,7 @@ pub fn probe_evidence(landlock_abi: u32) -> Vec<EvidenceSource> {
             &mut sizes as *mut libc::seccomp_notif_sizes,
         ) == 0
     };
-    let observer = "its network scope by default: seccomp's refusals, connect, bind and addressed sendto, so network, unix-socket, port and system-call denials are exact; CORDON_OBSERVER=on also watches every writing open, creation, removal and rename (exact file denials, at a round trip per call)";
+    let observer = "its light scope by default: seccomp's refusals, connect, bind, addressed sendto and the creation of directories, nodes and symlinks, so network, unix-socket, port and system-call denials and refused directory creations are exact; CORDON_OBSERVER=on also watches every writing open, removal and rename (exact file denials, at a round trip per call)";
     let files_from = if audit.is_ok() {
         "Landlock's audit records, then the text"
     } else {

@@ -329,8 +329,8 @@ pub struct LaunchOptions {
     /// As [`Helper::command_held`]: the helper waits before `execve` until the hold pipe's
     /// write end (in [`StatusPipe`]) is closed, when its receipt lists downgrades.
     pub held: bool,
-    /// Observer mode (`--observe`, or `--observe=network` for the refusals and network calls
-    /// only): the helper sends a seccomp listener over the status socket, and every watched or
+    /// Observer mode (`--observe`, or `--observe=light` for the calls made rarely: the
+    /// refusals, the network calls, directory creation): the helper sends a seccomp listener over the status socket, and every watched or
     /// refused call waits for an answer on it. Only a reader that runs the observer may ask
     /// for it ([`crate::exec`] does); anyone else would leave the command's first watched call
     /// waiting forever.

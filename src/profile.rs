@@ -1673,6 +1673,11 @@ impl Protector<'_> {
         if !located.exists && is_shared_temporary(root) {
             return Ok(());
         }
+        // Nor where nobody can create a file (`-w /proc/sys/vm`): there is nothing to protect,
+        // and no placeholder could be made.
+        if !located.exists && is_kernel_file_system(root) {
+            return Ok(());
+        }
         if !read_only.contains(&located.canonical) {
             read_only.push(located.canonical);
         }
@@ -1685,6 +1690,24 @@ impl Protector<'_> {
 fn is_shared_temporary(dir: &Path) -> bool {
     crate::path_walk::stat_mode(dir, true)
         .is_ok_and(|mode| crate::path_walk::is_dir_mode(mode) && mode & 0o1002 == 0o1002)
+}
+
+/// Whether `dir` lies on procfs or sysfs, where the kernel alone makes the entries: no
+/// process, root included, can create a file, a directory or a link there.
+fn is_kernel_file_system(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    const SYSFS_MAGIC: i64 = 0x6265_6572;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs is a plain C struct of integers, for which all zeroes is a valid value.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs reads the NUL-terminated path and fills the struct; both live for the call.
+    if unsafe { libc::statfs(path.as_ptr(), &mut fs) } != 0 {
+        return false;
+    }
+    matches!(fs.f_type as i64, PROC_SUPER_MAGIC | SYSFS_MAGIC)
 }
 
 /// Resolves `path` following links (a missing part taken as it is); `None` when it cannot be

@@ -149,7 +149,7 @@ fn classify_corpus_precision_and_recall() {
                 stdout: stdout.as_bytes(),
                 stderr: stderr.as_bytes(),
                 kernel: None,
-                kernel_network: None,
+                kernel_light: None,
                 audit: None,
             })
             .iter()

@@ -746,7 +746,7 @@ fn exec_streaming_yields_a_denied_event_as_it_happens() {
 }
 
 /// `cordon run --json -- python3 -c PROBE+SCRIPT` with the environment's default observer
-/// (no `CORDON_OBSERVER`): the network scope.
+/// (no `CORDON_OBSERVER`): the light scope.
 fn py_json_default(tree: &Tree, pre: &[&str], script: &str) -> Value {
     let out = tree
         .py_command(&[&["--json"][..], pre].concat(), script)
@@ -756,12 +756,12 @@ fn py_json_default(tree: &Tree, pre: &[&str], script: &str) -> Value {
     parse(&out)
 }
 
-/// By default the observer watches only the refusals and the network calls (no writing open
-/// waits for it): a refused connection and a refused unix socket are known from the kernel with
-/// their exact targets, forged network text is no denial, and a file denial still comes from
-/// the text and says so.
+/// By default the observer watches only the calls made rarely (no writing open waits for it): a refused connection and a refused unix socket are known from the kernel with
+/// their exact targets, forged network text is no denial, a refused directory creation is the
+/// kernel's too, and a writing open's denial still comes from the text and says so.
 #[test]
-fn the_default_scope_knows_network_refusals_from_the_kernel_and_files_from_the_text() {
+fn the_default_scope_knows_network_refusals_and_directory_creations_from_the_kernel_and_files_from_the_text(
+) {
     let tree = Tree::new();
     let outside = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     outside.set_nonblocking(true).unwrap();
@@ -844,6 +844,25 @@ sys.exit(1)
         "{v}"
     );
     assert!(!Path::new("/etc/cordon-default-scope").exists());
+
+    // A directory creation is watched in this scope: a refused one is known from the kernel,
+    // with its exact path, though the command printed no path at all.
+    let v = py_json_default(
+        &tree,
+        &[],
+        r#"
+print(attempt(lambda: os.makedirs("/etc/cordon-light-scope/sub")))
+sys.exit(1)
+"#,
+    );
+    assert_ne!(v["stdout"], "OK\n", "{v}");
+    assert_eq!(
+        denials(&v),
+        vec![seen("file_write", Path::new("/etc/cordon-light-scope"))],
+        "{v}"
+    );
+    assert_eq!(v["denials"][0]["allow_with"], "--writable /etc", "{v}");
+    assert!(!Path::new("/etc/cordon-light-scope").exists());
 }
 
 /// A server binding a unix socket (a database, an agent, a multiplexer) under "unix sockets
@@ -937,4 +956,69 @@ fn a_refused_connect_to_an_absent_socket_counts_where_the_output_names_it() {
             "--allow-unix-sockets"
         );
     }
+}
+
+/// A refused socket that administers or observes the host (audit netlink, a packet socket, a
+/// raw one) is a denial by the kernel's word alone, in the default scope, though the command
+/// says nothing about it: no library opens one quietly the way glibc's resolver opens its
+/// route-netlink socket. A refused route-netlink socket stays a probe until the text names it,
+/// and then its suggestion, `--network enabled`, makes the same socket work.
+#[test]
+fn administrative_sockets_are_denials_without_text_and_route_netlink_suggests_the_network() {
+    let tree = Tree::new();
+    for (family, kind, protocol, target) in [
+        (
+            "socket.AF_NETLINK",
+            "socket.SOCK_RAW",
+            "9",
+            "socket(AF_NETLINK, NETLINK_AUDIT)",
+        ),
+        (
+            "socket.AF_PACKET",
+            "socket.SOCK_RAW",
+            "0",
+            "socket(AF_PACKET)",
+        ),
+        (
+            "socket.AF_INET",
+            "socket.SOCK_RAW",
+            "socket.IPPROTO_ICMP",
+            "socket(AF_INET, SOCK_RAW)",
+        ),
+    ] {
+        let script = format!(
+            "print(attempt(lambda: socket.socket({family}, {kind}, {protocol})))\nsys.exit(1)"
+        );
+        let v = py_json_default(&tree, &[], &script);
+        assert_eq!(v["stdout"], "EPERM\n", "{v}");
+        assert_eq!(
+            denials(&v),
+            vec![(
+                "syscall".to_owned(),
+                target.to_owned(),
+                "seccomp_observer".to_owned()
+            )],
+            "{v}"
+        );
+        assert!(
+            allow_with(&v, target).starts_with("none: no profile allows it"),
+            "{v}"
+        );
+    }
+    // Route netlink with nothing said: a probe, no denial.
+    let route = "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)";
+    let quiet = format!("print(attempt(lambda: {route}))\nsys.exit(1)");
+    let v = py_json_default(&tree, &[], &quiet);
+    assert_eq!(v["stdout"], "EPERM\n", "{v}");
+    assert!(denials(&v).is_empty(), "{v}");
+    // Said about (ip's words), a denial, and the suggestion makes it work.
+    let said = format!(
+        "r = attempt(lambda: {route})\nprint(r)\n\
+         if r != 'OK': sys.stderr.write('Cannot open netlink socket: Operation not permitted\\n'); sys.exit(1)"
+    );
+    let v = py_json_default(&tree, &[], &said);
+    assert_eq!(allow_with(&v, "socket"), "--network enabled", "{v}");
+    let v = py_json_default(&tree, &["--network", "enabled"], &said);
+    assert_eq!(v["stdout"], "OK\n", "{v}");
+    assert_eq!(v["outcome"], "success", "{v}");
 }

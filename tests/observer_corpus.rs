@@ -3,8 +3,9 @@
 //! socket and TCP port rules, each attempting something the profile refuses (or, in the
 //! harmless cases, failing for a reason of its own). The observer's denials must be exactly
 //! the labels: precision and recall 1.0, with the exact target. The same cases run again in
-//! the default scope (network calls from the kernel, file denials from the text), against
-//! what the text can show (`Case::by_text`: silent runs are missed, a replayed log believed).
+//! the default scope (network calls and directory creations from the kernel, other file
+//! denials from the text), against what the text can show (`Case::by_text`: silent runs are
+//! missed, a replayed log believed).
 //!
 //! Labels were written from what each tool does (the file it creates, the socket it reaches),
 //! not from what the observer said; `@OUT@` is a directory outside every writable root.
@@ -26,9 +27,17 @@ struct Case {
     /// What the default scope finds where it differs: file denials there come from the text,
     /// which a silent tool does not give and a replayed log can forge.
     by_text: Option<Vec<(&'static str, String)>>,
+    /// The refused calls are ones the default scope watches too (directory creations, a check
+    /// for write access): its denials are the kernel's there, and `by_text` does not apply.
+    watched_by_default: bool,
 }
 
 impl Case {
+    fn watched_by_default(mut self) -> Case {
+        self.watched_by_default = true;
+        self
+    }
+
     fn by_text(mut self, found: &[(&'static str, &str)]) -> Case {
         self.by_text = Some(found.iter().map(|(o, t)| (*o, (*t).to_owned())).collect());
         self
@@ -45,6 +54,7 @@ fn case(name: &'static str, script: &str, expected: &[(&'static str, &str)]) -> 
             .map(|(o, t)| (*o, (*t).to_owned()))
             .collect(),
         by_text: None,
+        watched_by_default: false,
     }
 }
 
@@ -118,7 +128,7 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         case("sqlite3 database inside", "sqlite3 db.sqlite 'create table t(x)'", &[]),
         case("openssl key outside", &format!("openssl genrsa -out {out}/key.pem 1024"), &[("file_write", "@OUT@/key.pem")]),
         case("ssh-keygen key outside", &format!("ssh-keygen -q -N '' -t ed25519 -f {out}/id"), &[("file_write", "@OUT@/id")]),
-        case("git init outside", &format!("git init -q {out}/repo"), &[("file_write", "@OUT@/repo")]),
+        case("git init outside", &format!("git init -q {out}/repo"), &[("file_write", "@OUT@/repo")]).watched_by_default(),
         case("make recipe writes outside", "make -s", &[("file_write", "@OUT@/made")]),
         case("perl open for writing", &format!("perl -e 'open(F, \">\", \"{out}/p\") or exit 2'"), &[("file_write", "@OUT@/p")]).by_text(&[]),
         case("perl reads outside (allowed)", &format!("perl -ne 'print' {out}/data.txt >/dev/null && exit 4"), &[]),
@@ -135,8 +145,8 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         case("javac class inside", "javac -d classes Hello.java", &[]),
         // Rust toolchain and a package manager's project and environment creation.
         case("rustc output inside", "rustc -o r r.rs && ./r", &[]),
-        case("cargo new outside", &format!("cargo new -q --vcs none {out}/newcrate"), &[("file_write", "@OUT@/newcrate")]),
-        case("python venv outside", &format!("{py} -m venv --without-pip {out}/venv"), &[("file_write", "@OUT@/venv")]),
+        case("cargo new outside", &format!("cargo new -q --vcs none {out}/newcrate"), &[("file_write", "@OUT@/newcrate")]).watched_by_default(),
+        case("python venv outside", &format!("{py} -m venv --without-pip {out}/venv"), &[("file_write", "@OUT@/venv")]).watched_by_default(),
         // Refused at socket(), before any address: the kernel has no target, and the
         // command's own words (its argv here) supply it.
         case("python network", &format!("{py} -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\""), &[("network", &format!("127.0.0.1:{port}"))]),
@@ -160,13 +170,16 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
     }
     // A tool that checks for write access and gives up without trying says so in its own
     // words; one that checks and moves on is no denial.
-    cases.push(case(
-        "write check named by the tool",
-        &format!(
-            "test -w {out} || {{ echo \"cannot rehash: {out} isn't writable\" >&2; exit 1; }}"
-        ),
-        &[("file_write", "@OUT@")],
-    ));
+    cases.push(
+        case(
+            "write check named by the tool",
+            &format!(
+                "test -w {out} || {{ echo \"cannot rehash: {out} isn't writable\" >&2; exit 1; }}"
+            ),
+            &[("file_write", "@OUT@")],
+        )
+        .watched_by_default(),
+    );
     cases.push(case(
         "write check it moves on from",
         &format!("test -w {out} || true; exit 3"),
@@ -183,7 +196,7 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
             "pip install into a target outside",
             &format!("{py} -m pip install -q --no-index --disable-pip-version-check --target {out}/site ./hello-0.1-py3-none-any.whl"),
             &[("file_write", "@OUT@/site")],
-        ));
+        ).watched_by_default());
     } else {
         eprintln!("skipped: pip install (no pip for {py})");
     }
@@ -206,7 +219,8 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
             )
             // npm reports the refused `mkdir` of the prefix as Node's masked ENOENT, which the
             // text reads; the cache's is named only below the directory that was refused.
-            .by_text(&[("file_write", "@OUT@/app")]),
+            .by_text(&[("file_write", "@OUT@/app")])
+            .watched_by_default(),
         );
     } else {
         eprintln!("skipped: npm (not installed)");
@@ -246,9 +260,10 @@ fn real_tools_under_the_observer_precision_and_recall_are_one() {
         );
     }
 
-    // The full observer (forced on), then the default scope (network calls from the kernel,
+    // The full observer (forced on), then the default scope (network calls and directory
+    // creations from the kernel,
     // file denials from the text), each against its own labels.
-    for scope in ["on", "network"] {
+    for scope in ["on", "light"] {
         run_corpus(&tree, &cases, scope, &out, &daemon);
     }
 }
@@ -282,13 +297,20 @@ fn run_corpus(tree: &Tree, cases: &[Case], scope: &str, out: &str, daemon: &Unix
             .into_iter()
             .flatten()
             .inspect(|d| {
-                // In the default scope only file denials come from the text.
-                let text = scope == "network"
+                // In the default scope file denials come from the text, but for the calls it
+                // watches.
+                let text = scope == "light"
+                    && !c.watched_by_default
                     && d["operation"]
                         .as_str()
                         .is_some_and(|o| o.starts_with("file_"));
                 let evidence = if text { "text" } else { "seccomp_observer" };
-                assert_eq!(d["evidence"], evidence, "{scope} {}: {d}", c.name)
+                if d["evidence"] != evidence {
+                    wrong.push(format!(
+                        "{}: evidence {}, labelled {evidence}: {d}",
+                        c.name, d["evidence"]
+                    ));
+                }
             })
             .map(|d| {
                 (
@@ -302,7 +324,7 @@ fn run_corpus(tree: &Tree, cases: &[Case], scope: &str, out: &str, daemon: &Unix
             })
             .collect();
         let labels = match (&c.by_text, scope) {
-            (Some(by_text), "network") => by_text,
+            (Some(by_text), "light") if !c.watched_by_default => by_text,
             _ => &c.expected,
         };
         let want: BTreeSet<(String, String)> = labels

@@ -160,7 +160,7 @@ impl Args {
                     pass_fds.push(fd);
                 }
                 Some("--observe") => observe = Some(crate::observe::ObserveScope::Full),
-                Some("--observe=network") => observe = Some(crate::observe::ObserveScope::Network),
+                Some("--observe=light") => observe = Some(crate::observe::ObserveScope::Light),
                 Some("--") => {
                     argv.extend(args.by_ref());
                     break;

@@ -63,19 +63,24 @@ pub enum ObserveScope {
     /// Every refusal and every call Landlock can refuse ([`watched_rules`]): exact evidence
     /// for every denial, at the price of a round trip to the observer on every writing open.
     Full,
-    /// The refusals (seccomp's own, always exact and rare) and the network calls (`connect`,
-    /// `bind`, addressed `sendto`, a few per command): exact evidence for network, unix-socket,
-    /// port and system-call denials at no cost a build notices; file denials are left to
-    /// Landlock's audit records or the text.
-    Network,
+    /// The calls a command makes rarely ([`watched_rules_for`]): the refusals (seccomp's own,
+    /// rare by nature), the network calls (`connect`, `bind`, addressed `sendto`, a few per
+    /// command), and the file calls made once per directory or not at all in a build:
+    /// creating a directory, a node or a symlink, truncating by path, checking for write
+    /// access. Exact evidence for network, unix-socket, port and system-call denials and for
+    /// the refused directory creations, which tools report with no path more often than any
+    /// other (a library's `mkdir`, `mkdir -p` deep in a build tool), at no cost a build
+    /// notices. The writing opens and removals, made once per file, are left to Landlock's
+    /// audit records or the text.
+    Light,
 }
 
 impl ObserveScope {
-    /// The helper's argument: `--observe` or `--observe=network`.
+    /// The helper's argument: `--observe` or `--observe=light`.
     pub fn arg(self) -> &'static str {
         match self {
             ObserveScope::Full => "--observe",
-            ObserveScope::Network => "--observe=network",
+            ObserveScope::Light => "--observe=light",
         }
     }
 }
@@ -85,31 +90,49 @@ pub fn watched_rules(policy: &SandboxPolicy) -> Vec<SyscallRule> {
     watched_rules_for(policy, ObserveScope::Full)
 }
 
-/// [`watched_rules`] for `scope`: everything, or only the network calls.
+/// [`watched_rules`] for `scope`: everything, or only the calls made rarely.
 pub fn watched_rules_for(policy: &SandboxPolicy, scope: ObserveScope) -> Vec<SyscallRule> {
-    use libc::*;
-    if scope == ObserveScope::Network {
-        return vec![
-            watch(
-                "connect",
-                SYS_connect,
-                &[],
-                "a connection's address says which host, port or socket the command wanted",
-            ),
-            watch(
-                "bind",
-                SYS_bind,
-                &[],
-                "binding a port under port rules, or a socket path, is refused outside the rules",
-            ),
-            watch(
-                "sendto",
-                SYS_sendto,
-                &[Arg::NonZero64(4)],
-                "a datagram's destination says which host or socket the command wanted",
-            ),
-        ];
+    let mut r = rare_calls();
+    if scope == ObserveScope::Full {
+        r.extend(per_file_calls(policy));
     }
+    r
+}
+
+/// The network calls and the file calls a build makes once per directory at most.
+fn rare_calls() -> Vec<SyscallRule> {
+    use libc::*;
+    let mut r = vec![
+        watch("connect", SYS_connect, &[], "a connection's address says which host, port or socket the command wanted"),
+        watch("bind", SYS_bind, &[], "binding a port under port rules, or a socket path, is refused outside the rules"),
+        watch("sendto", SYS_sendto, &[Arg::NonZero64(4)], "a datagram's destination says which host or socket the command wanted"),
+        watch("mkdirat", SYS_mkdirat, &[], "creating a directory needs the parent's make_dir right"),
+        watch("mknodat", SYS_mknodat, &[], "creating a file, fifo or socket node needs the parent's make right"),
+        watch("symlinkat", SYS_symlinkat, &[], "creating a symlink needs the parent's make_sym right"),
+        watch("truncate", SYS_truncate, &[], "truncating by path needs Landlock's truncate right"),
+        watch("faccessat", SYS_faccessat, &[Arg::AnyBits32(2, W_OK as u64)],
+            "a check for write access (`test -w`) is how some tools give up without trying: read-only mounts answer it EROFS"),
+        watch("faccessat2", SYS_faccessat2, &[Arg::AnyBits32(2, W_OK as u64)], "as faccessat"),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    r.extend([
+        watch("mkdir", SYS_mkdir, &[], "as mkdirat"),
+        watch("mknod", SYS_mknod, &[], "as mknodat"),
+        watch("symlink", SYS_symlink, &[], "as symlinkat"),
+        watch(
+            "access",
+            SYS_access,
+            &[Arg::AnyBits32(1, W_OK as u64)],
+            "as faccessat",
+        ),
+    ]);
+    r
+}
+
+/// The file calls a build makes once per file (and, where reads are restricted, every open
+/// and exec): watched only in the full scope.
+fn per_file_calls(policy: &SandboxPolicy) -> Vec<SyscallRule> {
+    use libc::*;
     let writes = WRITING_OPEN_FLAGS;
     let all_opens = reads_restricted(policy);
     let open_when = |flags: u8| -> Vec<Arg> {
@@ -122,20 +145,10 @@ pub fn watched_rules_for(policy: &SandboxPolicy, scope: ObserveScope) -> Vec<Sys
     let mut r = vec![
         watch("openat", SYS_openat, &open_when(2),
             "an open that writes, creates or truncates (or any open, when reads are restricted) is what Landlock refuses outside the roots"),
-        watch("mkdirat", SYS_mkdirat, &[], "creating a directory needs the parent's make_dir right"),
-        watch("mknodat", SYS_mknodat, &[], "creating a file, fifo or socket node needs the parent's make right"),
-        watch("symlinkat", SYS_symlinkat, &[], "creating a symlink needs the parent's make_sym right"),
         watch("linkat", SYS_linkat, &[], "a hard link is a file created in the new parent"),
         watch("unlinkat", SYS_unlinkat, &[], "removal needs the parent's remove right"),
         watch("renameat", SYS_renameat, &[], "rename removes from one directory and creates in another"),
         watch("renameat2", SYS_renameat2, &[], "rename removes from one directory and creates in another"),
-        watch("truncate", SYS_truncate, &[], "truncating by path needs Landlock's truncate right"),
-        watch("connect", SYS_connect, &[], "a connection's address says which host, port or socket the command wanted"),
-        watch("bind", SYS_bind, &[], "binding a port under port rules, or a socket path, is refused outside the rules"),
-        watch("sendto", SYS_sendto, &[Arg::NonZero64(4)], "a datagram's destination says which host or socket the command wanted"),
-        watch("faccessat", SYS_faccessat, &[Arg::AnyBits32(2, W_OK as u64)],
-            "a check for write access (`test -w`) is how some tools give up without trying: read-only mounts answer it EROFS"),
-        watch("faccessat2", SYS_faccessat2, &[Arg::AnyBits32(2, W_OK as u64)], "as faccessat"),
     ];
     // Execution is granted with reading (there is no execute list), so under "read everything"
     // an exec can be refused only where a read is: hidden paths, which are not watched either.
@@ -155,19 +168,10 @@ pub fn watched_rules_for(policy: &SandboxPolicy, scope: ObserveScope) -> Vec<Sys
     r.extend([
         watch("open", SYS_open, &open_when(1), "as openat"),
         watch("creat", SYS_creat, &[], "creates or truncates a file"),
-        watch("mkdir", SYS_mkdir, &[], "as mkdirat"),
-        watch("mknod", SYS_mknod, &[], "as mknodat"),
-        watch("symlink", SYS_symlink, &[], "as symlinkat"),
         watch("link", SYS_link, &[], "as linkat"),
         watch("unlink", SYS_unlink, &[], "as unlinkat"),
         watch("rmdir", SYS_rmdir, &[], "as unlinkat"),
         watch("rename", SYS_rename, &[], "as renameat"),
-        watch(
-            "access",
-            SYS_access,
-            &[Arg::AnyBits32(1, W_OK as u64)],
-            "as faccessat",
-        ),
     ]);
     r
 }
@@ -357,19 +361,23 @@ mod tests {
     }
 
     #[test]
-    fn the_network_scope_leaves_file_calls_to_the_kernel_and_watches_connections() {
-        let p = policy(r#""/""#, r#""/root""#);
-        let filter = compile(&crate::syscall_rules::rules(&p), &p, ObserveScope::Network).unwrap();
+    fn the_light_scope_leaves_per_file_calls_to_the_kernel_and_watches_the_rare_ones() {
+        // Restricted reads, which make the full scope watch every open and exec.
+        let p = policy(r#""/usr""#, r#""/root""#);
+        let filter = compile(&crate::syscall_rules::rules(&p), &p, ObserveScope::Light).unwrap();
         let allow = libc::SECCOMP_RET_ALLOW;
-        // Not even with restricted reads: no open, creation or removal waits for the observer.
+        // No open, removal, rename, link or exec waits for the observer.
         for flags in [libc::O_RDONLY, libc::O_WRONLY | libc::O_CREAT, libc::O_RDWR] {
             assert_eq!(openat(&filter.install, flags), allow, "{flags:#x}");
         }
         for nr in [
-            libc::SYS_mkdirat,
             libc::SYS_unlinkat,
             libc::SYS_renameat2,
+            libc::SYS_linkat,
             libc::SYS_execve,
+            libc::SYS_open,
+            libc::SYS_unlink,
+            libc::SYS_rename,
         ] {
             assert_eq!(
                 evaluate(&filter.install, AUDIT_ARCH, nr as u32, [0; 6]),
@@ -377,10 +385,28 @@ mod tests {
                 "{nr}"
             );
         }
-        for rule in watched_rules_for(&p, ObserveScope::Network) {
+        let watched = watched_rules_for(&p, ObserveScope::Light);
+        let names: Vec<&str> = watched.iter().map(|r| r.syscall).collect();
+        for name in [
+            "connect",
+            "bind",
+            "sendto",
+            "mkdirat",
+            "mkdir",
+            "mknodat",
+            "symlinkat",
+            "truncate",
+            "faccessat",
+        ] {
+            assert!(names.contains(&name), "{name} in {names:?}");
+        }
+        for rule in watched {
             let mut args = [0u64; 6];
-            if rule.syscall == "sendto" {
-                args[4] = 1;
+            match rule.syscall {
+                "sendto" => args[4] = 1,
+                "access" => args[1] = libc::W_OK as u64,
+                "faccessat" | "faccessat2" => args[2] = libc::W_OK as u64,
+                _ => {}
             }
             let answer = evaluate(&filter.install, AUDIT_ARCH, rule.nr as u32, args);
             assert_eq!(answer, libc::SECCOMP_RET_USER_NOTIF, "{}", rule.syscall);

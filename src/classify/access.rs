@@ -96,10 +96,11 @@ impl<'a> Access<'a> {
                 allow_with,
             });
         }
-        if let Some(denied) = self.read_carve_out(path) {
+        let writable = fs.write.iter().any(|w| path.starts_with(w));
+        if let Some(denied) = self.read_carve_out(path, (!writable).then_some(dir)) {
             return Some(denied);
         }
-        if fs.write.iter().any(|w| path.starts_with(w)) {
+        if writable {
             if excluded_from_roots(self.policy, path) {
                 return Some(device_verdict(&format!("--writable {}", dir.display())));
             }
@@ -122,7 +123,7 @@ impl<'a> Access<'a> {
         if DEVICE_FILES.iter().any(|d| path == Path::new(d)) {
             return None;
         }
-        if let Some(denied) = self.read_carve_out(path) {
+        if let Some(denied) = self.read_carve_out(path, None) {
             return Some(denied);
         }
         let fs = &self.policy.filesystem;
@@ -139,16 +140,24 @@ impl<'a> Access<'a> {
         })
     }
 
-    fn read_carve_out(&self, path: &Path) -> Option<Verdict> {
+    /// The deny-read carve-out over `path`, if any. A preset's protected entry (`~/.gnupg`)
+    /// is lifted by its name, together with `--writable write_dir` for a change outside every
+    /// writable root (gpg-agent making `~/.gnupg/private-keys-v1.d` needs both).
+    fn read_carve_out(&self, path: &Path, write_dir: Option<&Path>) -> Option<Verdict> {
         let denied = self
             .policy
             .filesystem
             .deny_read
             .iter()
             .find(|d| path.starts_with(d) && self.enforced("deny_read", d))?;
+        let allow_with = match (protection_once_granted(denied, denied), write_dir) {
+            (Some(name), Some(dir)) => format!("--unprotect {name} --writable {}", dir.display()),
+            (Some(name), None) => format!("--unprotect {name}"),
+            (None, _) => format!("remove {} from filesystem.deny_read", denied.display()),
+        };
         Some(Verdict {
             rule: format!("under the deny-read carve-out {}", denied.display()),
-            allow_with: format!("remove {} from filesystem.deny_read", denied.display()),
+            allow_with,
         })
     }
 }

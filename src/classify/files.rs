@@ -302,6 +302,11 @@ const ERRNO_LESS_PHRASES: &[(&str, Intent)] = &[
     ("could not create", Intent::WriteNoErrno),
     ("unable to create", Intent::WriteNoErrno),
     ("failed to create", Intent::WriteNoErrno),
+    ("error creating", Intent::WriteNoErrno),
+    // CMake's `Error copying file "A" to "B".` (B is the copy) and `cmake -E touch: failed to
+    // update "PATH".`
+    ("error copying file", Intent::WriteNoErrno),
+    ("failed to update", Intent::WriteNoErrno),
     ("cannot open", Intent::UnknownNoErrno),
     ("can't open", Intent::UnknownNoErrno),
     ("unable to open", Intent::UnknownNoErrno),
@@ -364,6 +369,10 @@ fn line_paths(line: &str) -> Vec<String> {
     };
     let mut rest = match line.split_once(": ") {
         Some((prog, after)) if !prog.contains(' ') && !candidates(after).is_empty() => after,
+        // A program that speaks by its path ("/bin/sh: 1: cannot create out.txt: Read-only
+        // file system", every make recipe's shell) is not what it failed to change, unless all
+        // it says after its name is the errno ("/usr/local/bin/x: Permission denied").
+        Some((prog, after)) if is_executable_file(prog) && !only_errno(after) => after,
         _ => line,
     };
     if let Some(at) = rest.find(" -> ") {
@@ -375,6 +384,23 @@ fn line_paths(line: &str) -> Vec<String> {
         }
     }
     candidates(rest)
+}
+
+/// Whether `text` is an errno's words and nothing else: "Read-only file system",
+/// "Permission denied (os error 13)".
+fn only_errno(text: &str) -> bool {
+    static ERRNO: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)^(read-only file system|permission denied|operation not permitted)\.?(?: \(os error \d+\))?\.?$")
+            .expect("static regex")
+    });
+    ERRNO.is_match(text.trim())
+}
+
+/// An existing regular file someone may execute: a program naming itself by its path.
+fn is_executable_file(path: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.starts_with('/')
+        && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Every path a "Read-only file system" line names, as a write: `EROFS` is only ever the
@@ -397,28 +423,99 @@ fn read_only_fs_paths(line: &str, ctx: &Context) -> Vec<Mention> {
             intent: Intent::Write,
         })
         .collect();
-    if let Some(relative) = line
-        .strip_prefix("tar: ")
-        .and_then(|r| r.split(": ").next())
-        .filter(|p| !p.starts_with('/') && !p.contains(' ') && !p.is_empty())
-    {
-        let dir = ctx
-            .commands
-            .iter()
-            .filter(|c| c.program() == "tar")
-            .find_map(|c| {
-                c.flag_value("-C")
-                    .or_else(|| c.flag_value("--directory"))
-                    .map(str::to_owned)
-            });
-        if let Some(dir) = dir {
-            out.push(Mention {
-                path: Path::new(&dir).join(relative).display().to_string(),
-                intent: Intent::Write,
-            });
-        }
+    if out.is_empty() {
+        out.extend(relative_read_only_fs_path(line, ctx));
     }
     out
+}
+
+/// The path a "Read-only file system" line names relative to some directory (a make recipe's
+/// "cannot create out.txt", ninja's "can't create hello.o", Python's "[Errno 30] Read-only file
+/// system: 'results.txt'", git's "could not lock config file .git/config"), made absolute
+/// against the directory the process most likely was in: the last directory a build tool
+/// said it entered ("make[1]: Entering directory '/x'", "ninja: Entering directory `build'"),
+/// else the directory the tool was told to work in (`-C`, `--directory`, `-d`, `--build`,
+/// `--instdir`), else the working directory. The policy must still refuse writing it.
+fn relative_read_only_fs_path(line: &str, ctx: &Context) -> Option<Mention> {
+    static PYTHON_STYLE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)read-only file system: '([^'/][^']*)'").expect("static regex")
+    });
+    static QUOTED_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"'(\.?\.?/?[^'/\s][^'\s]*)'[^']*:\s*read-only file system")
+            .expect("static regex")
+    });
+    static ENTERING: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"Entering directory [`'‘]([^'’]+)['’]").expect("static regex")
+    });
+    let lower = line.to_lowercase();
+    let relative = if let Some(c) = PYTHON_STYLE.captures(line) {
+        c[1].to_owned()
+    } else if let Some(c) = QUOTED_BEFORE.captures(&lower) {
+        // Lowercased for the match only: the path is cut from the line as it was.
+        let m = c.get(1)?;
+        line.get(m.start()..m.end())?.to_owned()
+    } else {
+        // "tar: m: Cannot open": a segment that is one word is the path; otherwise the last
+        // word of the last segment ("cannot create out.txt"). The speaker (a first segment of
+        // one word) and line numbers ("/bin/sh: 1:", "line 1497") are neither.
+        let at = lower.find(": read-only file system")?;
+        let segments: Vec<&str> = line[..at].split(": ").map(str::trim).collect();
+        let after_speaker = match segments.split_first() {
+            Some((first, rest)) if !first.contains(' ') && !rest.is_empty() => rest,
+            _ => &segments[..],
+        };
+        after_speaker
+            .iter()
+            .find(|s| !s.contains(' ') && looks_like_relative_path(s))
+            .or_else(|| after_speaker.last())
+            .and_then(|s| s.split_whitespace().last())?
+            .to_owned()
+    };
+    if !looks_like_relative_path(&relative) {
+        return None;
+    }
+    let entered = ctx
+        .lines
+        .iter()
+        .chain(&ctx.stdout_lines)
+        .rev()
+        .find_map(|l| ENTERING.captures(l).map(|c| c[1].to_owned()));
+    let told = || {
+        ctx.commands.iter().find_map(|c| {
+            let flags: &[&str] = match c.program() {
+                "tar" | "make" | "gmake" => &["-C", "--directory"],
+                "ninja" | "git" | "meson" => &["-C"],
+                "patch" => &["-d", "--directory"],
+                "cmake" => &["--build", "-B"],
+                "dpkg" => &["--instdir"],
+                _ => &[],
+            };
+            flags
+                .iter()
+                .find_map(|f| c.flag_value(f))
+                .filter(|d| !d.starts_with('-'))
+                .map(str::to_owned)
+        })
+    };
+    let base = entered
+        .or_else(told)
+        .map_or(ctx.cwd.clone(), |d| ctx.cwd.join(d));
+    let path = base.join(relative.trim_start_matches("./"));
+    parent_exists(&path).then(|| Mention {
+        path: path.display().to_string(),
+        intent: Intent::Write,
+    })
+}
+
+/// A word that can be a relative path: letters somewhere, no spaces, not an option.
+fn looks_like_relative_path(word: &str) -> bool {
+    !word.is_empty()
+        && !word.starts_with('/')
+        && !word.starts_with('-')
+        && word.chars().any(|c| c.is_ascii_alphabetic())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-+/@,=".contains(c))
 }
 
 /// "PATH isn't writable", "'PATH' is not writable", "not writable: PATH": tools that check for
@@ -593,6 +690,14 @@ fn gnu_style(line: &str, ctx: &Context) -> Vec<Mention> {
                 None => last,
             },
             None => last,
+        };
+        // jq's "Could not open file PATH": a word between the phrase and the path is no part
+        // of it.
+        let last = match last.find(" /") {
+            Some(at) if !last.starts_with('/') => {
+                last[at + 1..].split_whitespace().next().unwrap_or(last)
+            }
+            _ => last,
         };
         if last.is_empty() {
             Vec::new()

@@ -41,7 +41,7 @@
 //!     stdout: b"",
 //!     stderr: b"touch: cannot touch '/etc/motd.new': Permission denied\n",
 //!     kernel: None,
-//!     kernel_network: None,
+//!     kernel_light: None,
 //!     audit: None,
 //! };
 //! let denials = find_denials(&evidence);
@@ -200,10 +200,11 @@ pub struct Evidence<'a> {
     /// What a kernel source (the seccomp observer, Landlock's audit records) saw refused, when
     /// one ran: then it is the evidence, and the command's text is not consulted at all.
     pub kernel: Option<&'a [Denial]>,
-    /// What the observer saw refused when it watched only the refusals and the network calls:
-    /// the evidence for network, unix-socket, port and system-call denials (the text is not
-    /// consulted for those), while file denials still come from the text.
-    pub kernel_network: Option<&'a [Denial]>,
+    /// What the observer saw refused when it watched only the calls made rarely (its light
+    /// scope): the evidence for network, unix-socket, port and system-call denials (the text is
+    /// not consulted for those) and for the directory, node and symlink creations it saw
+    /// refused; the other file denials still come from the text.
+    pub kernel_light: Option<&'a [Denial]>,
     /// Landlock's audit records of this run, when they could be read. They see only what
     /// Landlock refused (not seccomp's refusals, not the mount layer's), so they confirm and
     /// add to the other evidence but never rule a denial out.
@@ -250,15 +251,25 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         }
         return merge(with_audit(found, e.audit));
     }
-    let ctx = text::Context::new(e);
+    let mut ctx = text::Context::new(e);
+    // A tool named for a call the kernel saw refused reports that refusal ("mount: /mnt:
+    // permission denied."): its lines say nothing about the files they name.
+    let refused_calls: Vec<String> = e
+        .kernel_light
+        .into_iter()
+        .flatten()
+        .filter(|d| d.operation == Operation::Syscall)
+        .filter_map(|d| d.target.as_deref())
+        .map(|call| format!("{call}: "))
+        .collect();
+    ctx.lines
+        .retain(|l| !refused_calls.iter().any(|c| l.starts_with(c.as_str())));
     let mut found = Vec::new();
-    if layer_in_force(e.records, Layer::LandlockFs) {
-        found.extend(files::exec_record_denials(e.records, &access));
-        found.extend(files::message_denials(&ctx, &access));
-    }
-    match e.kernel_network {
+    match e.kernel_light {
         // The observer saw every refused call and every connection: what the text says about
-        // the network or a system call can add nothing but a mistake or a forgery.
+        // the network or a system call can add nothing but a mistake or a forgery. First, so
+        // that a directory creation it saw refused is the kernel's, not the text's, when the
+        // text names it too.
         Some(kernel) => {
             let (weak, strong): (Vec<Denial>, Vec<Denial>) =
                 kernel.iter().cloned().partition(is_probe_like);
@@ -270,6 +281,10 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
             found.extend(network::syscall_denials(e.policy, &ctx));
         }
         None => {}
+    }
+    if layer_in_force(e.records, Layer::LandlockFs) {
+        found.extend(files::exec_record_denials(e.records, &access));
+        found.extend(files::message_denials(&ctx, &access));
     }
     merge(with_audit(dedupe(found), e.audit))
 }

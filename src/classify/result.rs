@@ -20,7 +20,7 @@ pub fn classify_result(result: ExecResult) -> ExecResult<Denial> {
                 stdout: &r.stdout.bytes,
                 stderr: &r.stderr.bytes,
                 kernel: r.kernel_denials.as_deref(),
-                kernel_network: r.network_kernel_denials.as_deref(),
+                kernel_light: r.light_kernel_denials.as_deref(),
                 audit: r.audit_denials.as_deref(),
             });
             // The proxy's own refusals first-hand: what the command asked for, not what it said.

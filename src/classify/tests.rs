@@ -56,7 +56,7 @@ impl Case {
             stdout: self.stdout.as_bytes(),
             stderr: self.stderr.as_bytes(),
             kernel: None,
-            kernel_network: None,
+            kernel_light: None,
             audit: None,
         })
     }
@@ -510,10 +510,60 @@ fn messages_of_many_tools_name_their_exact_targets() {
         ("Error: unable to open database \"/etc/new.db\": unable to open database file\n", w("/etc/new.db")),
         ("npm error Log files were not written due to an error writing to the directory: /etc/npm-logs\n", w("/etc/npm-logs")),
         ("    You don't have write permissions for the /etc/gems directory.\n", w("/etc/gems")),
+        ("Error copying file \"f.txt\" to \"/etc/f.txt\".\n", w("/etc/f.txt")),
+        ("cmake -E touch: failed to update \"/etc/cmtouch\".\n", w("/etc/cmtouch")),
+        ("Error creating directory \"/etc/cmdir\".\n", w("/etc/cmdir")),
+        // A program that names itself by its path is the speaker, not the target.
+        ("/bin/sh: 1: cannot create /etc/out.txt: Read-only file system\n", w("/etc/out.txt")),
+        ("/bin/sh: 1: cannot create out.txt: Read-only file system\n", vec![]),
     ] {
         let found = Case::new(&cwd, &["tool"], 1, line).run();
         assert_eq!(targets(&found), expected, "{line}");
     }
+    // A relative path, against the directory a build tool entered, the one it was told to
+    // work in, or the working directory.
+    for (argv, stdout, line, expected) in [
+        (
+            vec!["make"],
+            "make[1]: Entering directory '/etc'\n",
+            "/bin/sh: 1: cannot create out.txt: Read-only file system\n",
+            w("/etc/out.txt"),
+        ),
+        (
+            vec!["ninja"],
+            "ninja: Entering directory `/etc'\n",
+            "Fatal error: can't create hello.o: Read-only file system\n",
+            w("/etc/hello.o"),
+        ),
+        (
+            vec!["patch", "-d", "/etc", "-p1"],
+            "",
+            "patch: **** Can't create temporary file ./f.txt.oVD9E7i : Read-only file system\n",
+            w("/etc/f.txt.oVD9E7i"),
+        ),
+        (
+            vec!["git", "-C", "/etc", "config", "a.b", "c"],
+            "",
+            "error: could not lock config file .git/config: Read-only file system\n",
+            vec![],
+        ),
+        (
+            vec!["ls", "-d", "/etc"],
+            "",
+            "ls: x.txt: Read-only file system\n",
+            vec![],
+        ),
+    ] {
+        let mut case = Case::new(&cwd, &argv, 1, line);
+        case.stdout = stdout.to_owned();
+        assert_eq!(targets(&case.run()), expected, "{line}");
+    }
+    // Python's, in a working directory outside the writable roots.
+    let mut case = Case::new(&cwd, &["pytest"], 1, "");
+    case.stdout = "E       OSError: [Errno 30] Read-only file system: 'results.txt'\n".to_owned();
+    case.cwd = PathBuf::from("/etc");
+    assert_eq!(targets(&case.run()), w("/etc/results.txt"));
+
     // Reads, under read roots that leave /etc out.
     let narrow = |line: &str| {
         let mut case = Case::new(&cwd, &["tool"], 1, line);
@@ -537,6 +587,8 @@ fn messages_of_many_tools_name_their_exact_targets() {
         "error: error reading /etc/hostname; /etc/hostname\n",
         "Error: Unable to access jarfile /etc/hostname\n",
         "error:  cannot open zipfile [ /etc/hostname ]\n        Permission denied\n",
+        "jq: error: Could not open file /etc/hostname: Permission denied\n",
+        "yq: error: Could not open /etc/hostname: Permission denied\n",
     ] {
         if !Path::new("/etc/hostname").exists() {
             eprintln!("SKIPPED: reads need an existing /etc/hostname");

@@ -25,6 +25,8 @@ pub(crate) struct Context {
     /// Code given inline to an interpreter (`bash -c`, `python -c`, `node -e`, `perl -e`).
     pub scripts: Vec<String>,
     pub exit_code: Option<i32>,
+    /// The directory the command started in.
+    pub cwd: std::path::PathBuf,
 }
 
 /// How deep `bash -c "bash -c '...'"` is unwrapped; the runtime's wrapping is two levels.
@@ -54,6 +56,7 @@ impl Context {
             commands,
             scripts,
             exit_code: e.exit_code,
+            cwd: e.cwd.to_path_buf(),
         }
     }
 }
@@ -339,7 +342,7 @@ mod tests {
             stdout: b"",
             stderr: b"",
             kernel: None,
-            kernel_network: None,
+            kernel_light: None,
             audit: None,
         });
         let programs: Vec<&str> = ctx.commands.iter().map(Command::program).collect();

@@ -24,11 +24,13 @@ pub const OBSERVER_ENV: &str = "CORDON_OBSERVER";
 /// and always for `cordon learn`); Landlock's audit records, which cost nothing until a
 /// denial, are used whenever they can be read.
 ///
-/// What runs by default instead is the observer's network scope
-/// ([`ObserveScope::Network`]): seccomp's own refusals (rare by nature: a refused call is a
-/// command going where it may not) and the network calls (a handful per command), so that
-/// network, unix-socket, port and system-call denials are known from the kernel at no cost a
-/// build notices, and only file denials fall back to the audit records or the text.
+/// What runs by default instead is the observer's light scope ([`ObserveScope::Light`]):
+/// seccomp's own refusals (rare by nature: a refused call is a command going where it may
+/// not), the network calls (a handful per command), and the file calls a build makes once per
+/// directory at most (creating a directory, a node or a symlink, truncating by path, checking
+/// for write access). Network, unix-socket, port and system-call denials and refused directory
+/// creations are known from the kernel at no cost a build notices; the writing opens and
+/// removals fall back to the audit records or the text.
 pub const OBSERVER_DEFAULT: bool = false;
 
 pub use cordon_sandbox::observe::ObserveScope;
@@ -39,8 +41,8 @@ pub fn observer_wanted(requested: Option<bool>) -> bool {
 }
 
 /// The observer's scope for a request that says `requested` (`Some(true)`: full,
-/// `Some(false)`: none at all), else [`OBSERVER_ENV`] (`on`, `off`, or `network`), else the
-/// default: the network scope ([`OBSERVER_DEFAULT`] says the full one is off).
+/// `Some(false)`: none at all), else [`OBSERVER_ENV`] (`on`, `off`, or `light`), else the
+/// default: the light scope ([`OBSERVER_DEFAULT`] says the full one is off).
 pub fn observer_scope(requested: Option<bool>) -> Option<ObserveScope> {
     match requested {
         Some(true) => return Some(ObserveScope::Full),
@@ -50,8 +52,8 @@ pub fn observer_scope(requested: Option<bool>) -> Option<ObserveScope> {
     match std::env::var(OBSERVER_ENV).ok().as_deref() {
         Some("on" | "1" | "true" | "yes" | "full") => Some(ObserveScope::Full),
         Some("off" | "0" | "false" | "no") => None,
-        Some("network") => Some(ObserveScope::Network),
+        Some("light") => Some(ObserveScope::Light),
         _ if OBSERVER_DEFAULT => Some(ObserveScope::Full),
-        _ => Some(ObserveScope::Network),
+        _ => Some(ObserveScope::Light),
     }
 }

@@ -583,22 +583,45 @@ impl Ctx<'_> {
             };
         }
         let family = args[0] as i32;
+        let network_denied = self.judge.policy.network.mode.is_denied();
+        if name == "socket" {
+            if let Some(kind) = administrative_socket(family, args[1] as i32, args[2] as i32) {
+                return vec![Denial::new(
+                    Operation::Syscall,
+                    Some(format!("socket({kind})")),
+                    format!("seccomp: socket refused ({reason})"),
+                    format!("none: no profile allows it ({ADMINISTRATIVE_SOCKETS})"),
+                    seen,
+                )];
+            }
+        }
         match name {
-            "socket" if family == libc::AF_UNIX && unix_denied => vec![Denial::new(
+            "socket" | "socketpair" if family == libc::AF_UNIX && unix_denied => vec![Denial::new(
                 Operation::UnixSocket,
                 None,
                 format!("unix sockets denied ({reason})"),
                 "--allow-unix-sockets",
                 seen,
             )],
-            "socket"
-                if matches!(family, libc::AF_INET | libc::AF_INET6)
-                    && self.judge.policy.network.mode.is_denied() =>
-            {
+            "socket" if matches!(family, libc::AF_INET | libc::AF_INET6) && network_denied => {
                 vec![Denial::new(
                     Operation::Network,
                     None,
                     format!("network mode denied ({reason})"),
+                    "--network enabled",
+                    seen,
+                )]
+            }
+            // Route queries (how glibc, Go and Node list the interfaces) pass with the network.
+            "socket"
+                if family == libc::AF_NETLINK
+                    && args[2] as i32 == libc::NETLINK_ROUTE
+                    && network_denied =>
+            {
+                vec![Denial::new(
+                    Operation::Syscall,
+                    Some(name.to_owned()),
+                    format!("seccomp: {name} refused ({reason})"),
                     "--network enabled",
                     seen,
                 )]
@@ -856,6 +879,36 @@ impl Ctx<'_> {
             }
             _ => None,
         }
+    }
+}
+
+/// Why no profile grants an administrative socket: the sandbox drops the capabilities they
+/// need and its filter keeps them from the command in every network mode.
+const ADMINISTRATIVE_SOCKETS: &str = "packet, raw and administrative netlink sockets (audit, netfilter, xfrm, sock_diag) observe or administer the host, need capabilities the sandbox drops, and are refused in every network mode";
+
+/// The kind of a socket that administers or observes the host (a packet or raw socket, a
+/// netlink socket for audit, netfilter, xfrm or socket diagnostics), named for a denial's
+/// target: `AF_NETLINK, NETLINK_AUDIT`. No library opens one quietly, as glibc's resolver does a
+/// route-netlink or DNS socket, so a refused one is a denial even when the command says nothing
+/// about it (useradd's "Cannot open audit interface - aborting.", iptables-nft's "Failed to
+/// initialize nft"). Generic and uevent netlink are left out: libraries do probe those.
+fn administrative_socket(family: i32, kind: i32, protocol: i32) -> Option<String> {
+    let raw = kind & 0xf == libc::SOCK_RAW;
+    match family {
+        libc::AF_PACKET => Some("AF_PACKET".to_owned()),
+        libc::AF_INET if raw => Some("AF_INET, SOCK_RAW".to_owned()),
+        libc::AF_INET6 if raw => Some("AF_INET6, SOCK_RAW".to_owned()),
+        libc::AF_NETLINK => {
+            let name = match protocol {
+                libc::NETLINK_AUDIT => "NETLINK_AUDIT",
+                libc::NETLINK_NETFILTER => "NETLINK_NETFILTER",
+                libc::NETLINK_XFRM => "NETLINK_XFRM",
+                libc::NETLINK_SOCK_DIAG => "NETLINK_SOCK_DIAG",
+                _ => return None,
+            };
+            Some(format!("AF_NETLINK, {name}"))
+        }
+        _ => None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Threads for the evidence sources of a run (the seccomp observer, the audit listener), kept
 //! for the next run once their job is done.
 //!
-//! Every confined run with the observer (its network scope is the default) needs a thread for
+//! Every confined run with the observer (its light scope is the default) needs a thread for
 //! as long as the command runs, and root's runs one more for the audit records. Making a
 //! thread costs about 40 µs here, a tenth of a `true` through the library; an embedder running
 //! commands back to back pays it on every one. A thread that finishes its job waits

@@ -272,10 +272,12 @@ pub struct ExecResult<D = Unclassified> {
     /// Raw evidence: whether these are the outcome's denials is the classifier's decision
     /// (a command that succeeded was denied nothing it needed).
     pub kernel_denials: Option<Vec<crate::classify::Denial>>,
-    /// What the observer saw refused when it watched only the refusals and the network calls
-    /// (the default scope): exact for network, unix-socket, port and system-call denials; file
-    /// denials are then not covered (`None` when that scope did not run).
-    pub network_kernel_denials: Option<Vec<crate::classify::Denial>>,
+    /// What the observer saw refused when it watched only the calls made rarely (the default
+    /// scope, [`cordon_sandbox::observe::ObserveScope::Light`]): exact for network,
+    /// unix-socket, port and system-call denials and for refused directory, node and symlink
+    /// creations; writing opens and removals are then not covered (`None` when that scope did
+    /// not run).
+    pub light_kernel_denials: Option<Vec<crate::classify::Denial>>,
     /// What Landlock's audit records say it refused in this run, when they could be read
     /// (`CAP_AUDIT_READ` and audit enabled; see [`crate::evidence`]).
     pub audit_denials: Option<Vec<crate::classify::Denial>>,
@@ -331,7 +333,7 @@ impl ExecResult<Unclassified> {
             network_denials: self.network_denials,
             limits: self.limits,
             kernel_denials: self.kernel_denials,
-            network_kernel_denials: self.network_kernel_denials,
+            light_kernel_denials: self.light_kernel_denials,
             audit_denials: self.audit_denials,
         }
     }

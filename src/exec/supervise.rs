@@ -64,7 +64,7 @@ pub(super) async fn run(
         network_denials: Vec::new(),
         limits: Vec::new(),
         kernel_denials: None,
-        network_kernel_denials: None,
+        light_kernel_denials: None,
         audit_denials: None,
     };
     let mut env = match validate(config, &request) {
@@ -300,8 +300,8 @@ pub(super) async fn run(
             .await
             .ok();
         match observer_scope_for(&request) {
-            Some(cordon_sandbox::observe::ObserveScope::Network) => {
-                result.network_kernel_denials = seen
+            Some(cordon_sandbox::observe::ObserveScope::Light) => {
+                result.light_kernel_denials = seen
             }
             _ => result.kernel_denials = seen,
         }
@@ -387,7 +387,7 @@ fn observer_scope_for(request: &ExecRequest) -> Option<cordon_sandbox::observe::
         .as_ref()
         .is_some_and(|p| !p.network.unix_socket_allow.is_empty());
     crate::evidence::observer_scope(request.observe)
-        .or(listed.then_some(cordon_sandbox::observe::ObserveScope::Network))
+        .or(listed.then_some(cordon_sandbox::observe::ObserveScope::Light))
 }
 
 /// What the seccomp observer needs from the request, should the helper hand it a listener.
