@@ -506,9 +506,31 @@ impl ResolveContext {
                 anchor => self.anchor_dir(anchor),
             }?;
             let place = base.join(entry.rest);
+            // `PATH.lock` is how git (and others) replace PATH: written, then renamed over it,
+            // which the protection of PATH refuses.
+            let lock = target
+                .file_name()
+                .zip(place.file_name())
+                .is_some_and(|(t, p)| {
+                    target.parent() == place.parent()
+                        && t.to_str() == p.to_str().map(|p| format!("{p}.lock")).as_deref()
+                });
             let covered = target.starts_with(&place)
+                || lock
                 || (place.starts_with(target) && target.symlink_metadata().is_err());
             (place.starts_with(granted) && covered).then_some(entry.name)
+        })
+    }
+
+    /// The name of the protected entry that is `path` itself (`~/.gnupg`), for the entries
+    /// anchored in the home or XDG directories.
+    pub(crate) fn protected_entry_at(&self, path: &Path) -> Option<&'static str> {
+        protected::PROTECTED.iter().find_map(|entry| {
+            let base = match entry.anchor {
+                protected::Anchor::EveryWritableRoot | protected::Anchor::AbsoluteAsRoot => None,
+                anchor => self.anchor_dir(anchor),
+            }?;
+            (base.join(entry.rest) == path).then_some(entry.name)
         })
     }
 

@@ -664,6 +664,29 @@ fn a_single_file_can_be_a_writable_root() {
     );
 }
 
+/// A writable root where no process can create anything (procfs, sysfs) needs no placeholder
+/// for the protected names, and gets none: the run works instead of failing its setup.
+#[test]
+fn a_writable_root_on_procfs_needs_no_placeholders() {
+    let tree = Tree::new();
+    let host = fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
+    let out = tree
+        .cordon()
+        .args([
+            "run",
+            "-w",
+            "/proc/sys/vm",
+            "--",
+            "cat",
+            "/proc/sys/vm/swappiness",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), host);
+    assert!(!std::path::Path::new("/proc/sys/vm/.git").exists());
+}
+
 /// Where a writable root has no `.git`, the namespace layer puts an empty, read-only one there
 /// for the run (so that the command cannot plant a repository whose hooks the person's git
 /// would run later). Go takes it for a repository and would fail `go build` on its VCS

@@ -334,9 +334,11 @@ fn a_write_the_preset_would_protect_suggests_lifting_it_and_the_suggestion_works
     };
     let v = run(&[]);
     assert_eq!(v["outcome"], "denied", "{v}");
+    // git writes `~/.gitconfig.lock` and renames it over `~/.gitconfig`: the lock is what was
+    // refused, and the protection of the file it replaces must be lifted too.
     assert_eq!(
         v["denials"][0]["target"],
-        config.display().to_string(),
+        format!("{}.lock", config.display()),
         "{v}"
     );
     let allow = v["denials"][0]["allow_with"].as_str().unwrap().to_owned();

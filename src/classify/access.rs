@@ -150,7 +150,8 @@ impl<'a> Access<'a> {
             .deny_read
             .iter()
             .find(|d| path.starts_with(d) && self.enforced("deny_read", d))?;
-        let allow_with = match (protection_once_granted(denied, denied), write_dir) {
+        let preset = crate::profile::ResolveContext::new(denied).protected_entry_at(denied);
+        let allow_with = match (preset, write_dir) {
             (Some(name), Some(dir)) => format!("--unprotect {name} --writable {}", dir.display()),
             (Some(name), None) => format!("--unprotect {name}"),
             (None, _) => format!("remove {} from filesystem.deny_read", denied.display()),

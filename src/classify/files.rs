@@ -24,7 +24,8 @@ enum Intent {
     Write,
     /// Removing or renaming it: acts on a symlink itself, not on its target.
     Unlink,
-    /// Creating a temporary file beside it: the directory is what must be writable.
+    /// Creating a temporary file (the path) beside the file it edits: the directory is what
+    /// must be writable.
     TempBeside,
     Read,
     Execute,
@@ -123,6 +124,35 @@ struct Mention {
 const SHARED_MEMORY_CALLS: &[&str] = &["SemLock", "sem_open", "shm_open", "SharedMemory("];
 
 fn mentions(ctx: &Context) -> Vec<Mention> {
+    // git's "could not lock config file PATH": what it failed to create is PATH.lock (it
+    // writes there and renames it over PATH).
+    static GIT_LOCK: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"could not lock config file (/[^\s:]+)").expect("static regex")
+    });
+    // autom4te's "cannot create NAME in DIR": the entry, not its directory.
+    static NAME_IN_DIR: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"cannot create ([^\s/:]+) in (/[^\s:]+):").expect("static regex")
+    });
+    let mut renamed: Vec<(String, String)> = Vec::new();
+    for l in &ctx.lines {
+        if let Some(c) = GIT_LOCK.captures(l) {
+            renamed.push((c[1].to_owned(), format!("{}.lock", &c[1])));
+        }
+        if let Some(c) = NAME_IN_DIR.captures(l) {
+            let entry = Path::new(&c[2]).join(&c[1]);
+            renamed.push((c[2].to_owned(), entry.display().to_string()));
+        }
+    }
+    let mut out = raw_mentions(ctx);
+    for m in &mut out {
+        if let Some((_, to)) = renamed.iter().find(|(from, _)| *from == m.path) {
+            m.path.clone_from(to);
+        }
+    }
+    out
+}
+
+fn raw_mentions(ctx: &Context) -> Vec<Mention> {
     static PYTHON: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"\[Errno 13\] Permission denied: '([^']+)'(?: -> '([^']+)')?")
             .expect("static regex")
@@ -772,12 +802,13 @@ pub(crate) fn message_denials(ctx: &Context, access: &Access) -> Vec<Denial> {
                     .removal_verdict(&p)
                     .map(|v| denial(Operation::FileWrite, &p, v))
             }
+            // The temporary file itself is the target (sed's "couldn't open temporary file
+            // /etc/sedAb12Cd"); the suggestion grants its directory, as for any new file.
             Intent::TempBeside => {
                 let p = access.resolve(&m.path, false);
-                let dir = p.parent().map(Path::to_path_buf).unwrap_or(p);
                 access
-                    .write_verdict(&dir)
-                    .map(|v| denial(Operation::FileWrite, &dir, v))
+                    .write_verdict(&p)
+                    .map(|v| denial(Operation::FileWrite, &p, v))
             }
             Intent::Read => {
                 let p = access.resolve(&m.path, true);

@@ -284,7 +284,25 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
     }
     if layer_in_force(e.records, Layer::LandlockFs) {
         found.extend(files::exec_record_denials(e.records, &access));
-        found.extend(files::message_denials(&ctx, &access));
+        // A message naming the directory of an entry whose creation the kernel saw refused
+        // ("cannot create directory in /etc") is about that refusal: the kernel's is exact.
+        let seen: Vec<&str> = found
+            .iter()
+            .filter(|d| d.operation == Operation::FileWrite)
+            .filter_map(|d| d.target.as_deref())
+            .collect();
+        let said = files::message_denials(&ctx, &access);
+        let said: Vec<Denial> = said
+            .into_iter()
+            .filter(|d| {
+                !(d.operation == Operation::FileWrite
+                    && d.target.as_deref().is_some_and(|t| {
+                        seen.iter()
+                            .any(|s| Path::new(s).parent() == Some(Path::new(t)))
+                    }))
+            })
+            .collect();
+        found.extend(said);
     }
     merge(with_audit(dedupe(found), e.audit))
 }

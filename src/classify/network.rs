@@ -42,6 +42,8 @@ const RESOLVER_FAILURES: &[&str] = &[
     "Couldn't resolve host",
     "Could not resolve hostname",
     "Temporary failure in name resolution",
+    // apt's "Temporary failure resolving 'HOST'".
+    "Temporary failure resolving",
     "Name or service not known",
     "EAI_AGAIN",
     "unable to resolve host address",

@@ -94,12 +94,18 @@ fn write_outside_writable_roots_is_a_denial_with_the_parent_as_fix() {
 }
 
 #[test]
-fn an_existing_directory_is_its_own_fix() {
+fn a_temporary_file_is_the_target_and_its_directory_the_fix() {
     let (_d, cwd) = workspace();
     let line = "sed: couldn't open temporary file /etc/sedAb12Cd: Permission denied\n";
     let found = Case::new(&cwd, &["sed", "-i", "s/a/b/", "/etc/hosts"], 4, line).run();
-    assert_eq!(found[0].target.as_deref(), Some("/etc"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].target.as_deref(), Some("/etc/sedAb12Cd"));
     assert_eq!(found[0].allow_with, "--writable /etc");
+    // The same with the namespace layer's errno: one denial, of the file.
+    let line = "sed: couldn't open temporary file /etc/sedAb12Cd: Read-only file system\n";
+    let found = Case::new(&cwd, &["sed", "-i", "s/a/b/", "/etc/hosts"], 4, line).run();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].target.as_deref(), Some("/etc/sedAb12Cd"));
 }
 
 #[test]
@@ -516,6 +522,10 @@ fn messages_of_many_tools_name_their_exact_targets() {
         // A program that names itself by its path is the speaker, not the target.
         ("/bin/sh: 1: cannot create /etc/out.txt: Read-only file system\n", w("/etc/out.txt")),
         ("/bin/sh: 1: cannot create out.txt: Read-only file system\n", vec![]),
+        // git writes PATH.lock and renames it over PATH; autom4te names the entry and its
+        // directory apart.
+        ("error: could not lock config file /etc/gitconfig: Read-only file system\n", w("/etc/gitconfig.lock")),
+        ("autom4te: error: cannot create autom4te.cache in /etc: Read-only file system\n", w("/etc/autom4te.cache")),
     ] {
         let found = Case::new(&cwd, &["tool"], 1, line).run();
         assert_eq!(targets(&found), expected, "{line}");
@@ -658,6 +668,7 @@ fn refused_lookups_name_the_host() {
         ("Exception in thread \"main\" java.net.UnknownHostException: example.com: Temporary failure in name resolution\n", "example.com"),
         ("getaddrinfo example.com: Temporary failure in name resolution\n", "example.com"),
         ("IO::Socket::INET: IO::Socket::INET: Bad hostname 'example.com:443'\n", "example.com:443"),
+        ("Err:1 http://example.com/debian bookworm InRelease\n  Temporary failure resolving 'example.com'\n", "example.com:80"),
     ] {
         let case = Case::new(&cwd, &["tool"], 1, line);
         assert_eq!(case.one(), (Operation::Network, Some(target.to_owned())), "{line}");
@@ -679,4 +690,98 @@ fn a_masked_mkdir_refusal_is_a_write() {
     assert!(Case::new(&cwd, &["node", "-e", "x"], 1, missing)
         .run()
         .is_empty());
+}
+
+/// A preset's hidden entry (`~/.gnupg`) is lifted by its name, with the directory to grant
+/// when the change lies outside every writable root: "remove it from filesystem.deny_read"
+/// names a profile the person never wrote.
+#[test]
+fn a_preset_hidden_entry_is_lifted_by_its_name() {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+        eprintln!("SKIPPED: needs HOME");
+        return;
+    };
+    let (_d, cwd) = workspace();
+    let gnupg = home.join(".gnupg");
+    let target = gnupg.join("private-keys-v1.d");
+    let line = format!(
+        "gpg-agent: error creating '{}': Permission denied\n",
+        target.display()
+    );
+    let mut case = Case::new(&cwd, &["gpg-agent", "--daemon"], 2, &line);
+    case.policy.filesystem.deny_read.push(gnupg.clone());
+    let found = case.run();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].target.as_deref(), Some(target.to_str().unwrap()));
+    assert_eq!(
+        found[0].allow_with,
+        format!("--unprotect ~/.gnupg --writable {}", gnupg.display())
+    );
+    // A carve-out of the person's own stays theirs to remove.
+    let mut case = Case::new(
+        &cwd,
+        &["cat", "/srv/secret/x"],
+        1,
+        "cat: /srv/secret/x: Permission denied\n",
+    );
+    case.policy
+        .filesystem
+        .deny_read
+        .push(PathBuf::from("/srv/secret"));
+    let found = case.run();
+    if Path::new("/srv").is_dir() {
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            found[0].allow_with,
+            "remove /srv/secret from filesystem.deny_read"
+        );
+    }
+}
+
+/// In the default scope the kernel saw the directory creation refused: a message that names
+/// only the directory it was to be made in is that same refusal, and the kernel's exact target
+/// stands alone. A message about another file still counts, from the text.
+#[test]
+fn a_message_about_the_directory_of_a_refused_creation_adds_nothing() {
+    let (_d, cwd) = workspace();
+    let kernel = vec![Denial::new(
+        Operation::FileWrite,
+        Some("/etc/autom4te.cache".to_owned()),
+        "not under any writable root",
+        "--writable /etc",
+        EvidenceKind::SeccompObserver,
+    )];
+    let case = Case::new(
+        &cwd,
+        &["autoreconf"],
+        1,
+        "autoreconf: error: cannot write to /etc: Read-only file system\ntouch: cannot touch '/etc/other': Read-only file system\n",
+    );
+    let found = find_denials(&Evidence {
+        policy: &case.policy,
+        cwd: &case.cwd,
+        argv: &case.argv,
+        exit_code: case.exit,
+        signal: None,
+        records: &case.records,
+        stdout: b"",
+        stderr: case.stderr.as_bytes(),
+        kernel: None,
+        kernel_light: Some(&kernel),
+        audit: None,
+    });
+    let got: Vec<(Option<String>, EvidenceKind)> = found
+        .iter()
+        .map(|d| (d.target.clone(), d.evidence))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                Some("/etc/autom4te.cache".into()),
+                EvidenceKind::SeccompObserver
+            ),
+            (Some("/etc/other".into()), EvidenceKind::Text),
+        ]
+    );
 }
