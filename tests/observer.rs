@@ -1022,3 +1022,47 @@ fn administrative_sockets_are_denials_without_text_and_route_netlink_suggests_th
     assert_eq!(v["stdout"], "OK\n", "{v}");
     assert_eq!(v["outcome"], "success", "{v}");
 }
+
+/// Root's privileged calls (changing the root directory, the host name, the clock) fail in the
+/// sandbox, which drops the capabilities they need: a denial by the kernel's word, in the
+/// default scope, though the command prints nothing; the host's name and clock are untouched.
+/// (An ordinary user lacks those capabilities outside too, and gets no denial: the parent
+/// checks its own effective set.)
+#[test]
+fn roots_privileged_calls_are_denials_of_the_call() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root, whose capabilities the sandbox drops");
+        return;
+    }
+    let tree = Tree::new();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    for (call, script) in [
+        ("chroot", "print(attempt(lambda: os.chroot('/')))"),
+        ("sethostname", "print(attempt(lambda: socket.sethostname('cordon-test')))"),
+        (
+            "clock_settime",
+            "import time\nprint(attempt(lambda: time.clock_settime(time.CLOCK_REALTIME, time.time())))",
+        ),
+    ] {
+        let v = py_json_default(&tree, &[], &format!("{script}\nsys.exit(1)"));
+        assert_eq!(v["stdout"], "EPERM\n", "{call}: {v}");
+        assert_eq!(
+            denials(&v),
+            vec![(
+                "syscall".to_owned(),
+                call.to_owned(),
+                "seccomp_observer".to_owned()
+            )],
+            "{v}"
+        );
+        assert!(
+            allow_with(&v, call).starts_with("none: no profile allows it"),
+            "{v}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap(),
+        host
+    );
+}

@@ -183,6 +183,20 @@ pub fn rules_for(policy: &SandboxPolicy, scope: &ProcessScope) -> Vec<SyscallRul
         rule("mount", SYS_mount, &[], EPERM, "mounting over a path changes what Landlock rules see"),
         rule("umount2", SYS_umount2, &[], EPERM, "unmounting can expose what a mount hid"),
         rule("pivot_root", SYS_pivot_root, &[], EPERM, "changes the filesystem root"),
+        // Refused by the kernel anyway once the sandbox drops the capabilities (as for root,
+        // whose capabilities these are); refused here too so that the refusal is seen, and
+        // named, by the observer. An ordinary caller lacked them outside too: the parent
+        // counts no denial then (`evidence::observer`).
+        rule("chroot", SYS_chroot, &[], EPERM,
+            "changing the root directory needs CAP_SYS_CHROOT, which the sandbox drops"),
+        rule("sethostname", SYS_sethostname, &[], EPERM,
+            "the host name is the whole host's: CAP_SYS_ADMIN, which the sandbox drops"),
+        rule("setdomainname", SYS_setdomainname, &[], EPERM,
+            "the domain name is the whole host's: CAP_SYS_ADMIN, which the sandbox drops"),
+        rule("settimeofday", SYS_settimeofday, &[], EPERM,
+            "the clock is the whole host's: CAP_SYS_TIME, which the sandbox drops"),
+        rule("clock_settime", SYS_clock_settime, &[], EPERM,
+            "the clock is the whole host's: CAP_SYS_TIME, which the sandbox drops"),
         rule("fsopen", SYS_fsopen, &[], EPERM, "new mount API: creates filesystems"),
         rule("fsconfig", SYS_fsconfig, &[], EPERM, "new mount API: configures filesystems"),
         rule("fsmount", SYS_fsmount, &[], EPERM, "new mount API: creates mounts"),

@@ -582,6 +582,12 @@ impl Ctx<'_> {
                 _ => vec![syscall_denial(name, reason)],
             };
         }
+        if PRIVILEGED_CALLS
+            .iter()
+            .any(|(call, cap)| *call == name && !caller_has_capability(*cap))
+        {
+            return Vec::new();
+        }
         let family = args[0] as i32;
         let network_denied = self.judge.policy.network.mode.is_denied();
         if name == "socket" {
@@ -882,6 +888,39 @@ impl Ctx<'_> {
     }
 }
 
+/// The filter's refusals of calls that only a capability allows, with that capability's
+/// number: outside the sandbox a caller without it (an ordinary user) is refused them too, so
+/// the sandbox denied nothing; root, whose capabilities the sandbox drops, was denied.
+const PRIVILEGED_CALLS: &[(&str, u32)] = &[
+    ("chroot", 18),        // CAP_SYS_CHROOT
+    ("sethostname", 21),   // CAP_SYS_ADMIN
+    ("setdomainname", 21), // CAP_SYS_ADMIN
+    ("settimeofday", 25),  // CAP_SYS_TIME
+    ("clock_settime", 25), // CAP_SYS_TIME
+];
+
+/// Whether this process (the caller's cordon, outside the sandbox) holds capability `cap` in
+/// its effective set, from `/proc/self/status`, read once.
+fn caller_has_capability(cap: u32) -> bool {
+    static EFFECTIVE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let effective = EFFECTIVE.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| effective_capabilities(&status))
+            .unwrap_or(0)
+    });
+    cap < 64 && effective & (1u64 << cap) != 0
+}
+
+/// The `CapEff:` mask of a `/proc/PID/status` text.
+fn effective_capabilities(status: &str) -> Option<u64> {
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))?
+        .trim();
+    u64::from_str_radix(hex, 16).ok()
+}
+
 /// Why no profile grants an administrative socket: the sandbox drops the capabilities they
 /// need and its filter keeps them from the command in every network mode.
 const ADMINISTRATIVE_SOCKETS: &str = "packet, raw and administrative netlink sockets (audit, netfilter, xfrm, sock_diag) observe or administer the host, need capabilities the sandbox drops, and are refused in every network mode";
@@ -1130,5 +1169,21 @@ impl Process {
             )
         };
         rc == 0 && protocol == libc::IPPROTO_TCP
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_effective_capabilities_come_from_the_status_line() {
+        let status = "Name:\tcordon\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(effective_capabilities(status), Some(0x1ff_ffff_ffff));
+        assert_eq!(
+            effective_capabilities("CapEff:\t0000000000000000\n"),
+            Some(0)
+        );
+        assert_eq!(effective_capabilities("Name:\tx\n"), None);
     }
 }
