@@ -970,8 +970,8 @@ fn administrative_sockets_are_denials_without_text_and_route_netlink_suggests_th
         (
             "socket.AF_NETLINK",
             "socket.SOCK_RAW",
-            "9",
-            "socket(AF_NETLINK, NETLINK_AUDIT)",
+            "12",
+            "socket(AF_NETLINK, NETLINK_NETFILTER)",
         ),
         (
             "socket.AF_PACKET",
@@ -1005,6 +1005,38 @@ fn administrative_sockets_are_denials_without_text_and_route_netlink_suggests_th
             "{v}"
         );
     }
+    // The audit socket, which PAM's modules try and do without: a denial only where the
+    // output speaks of audit (useradd's words).
+    let audit = "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9)";
+    let v = py_json_default(
+        &tree,
+        &[],
+        &format!("print(attempt(lambda: {audit}))\nsys.exit(1)"),
+    );
+    assert_eq!(v["stdout"], "EPERM\n", "{v}");
+    assert!(denials(&v).is_empty(), "{v}");
+    let said = format!(
+        "print(attempt(lambda: {audit}))\nsys.stderr.write('Cannot open audit interface - aborting.\\n')\nsys.exit(10)"
+    );
+    let v = py_json_default(&tree, &[], &said);
+    assert_eq!(
+        denials(&v),
+        vec![(
+            "syscall".to_owned(),
+            "socket(AF_NETLINK, NETLINK_AUDIT)".to_owned(),
+            "seccomp_observer".to_owned()
+        )],
+        "{v}"
+    );
+    // A unix datagram pair (socat's own channel) is refused with unix sockets denied, and the
+    // unix-socket setting lifts it.
+    let pair =
+        "print(attempt(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)))\nsys.exit(1)";
+    let v = py_json_default(&tree, &[], pair);
+    assert_eq!(v["stdout"], "EPERM\n", "{v}");
+    assert_eq!(allow_with(&v, "socketpair"), "--allow-unix-sockets", "{v}");
+    let v = py_json_default(&tree, &["--allow-unix-sockets"], pair);
+    assert_eq!(v["stdout"], "OK\n", "{v}");
     // Route netlink with nothing said: a probe, no denial.
     let route = "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)";
     let quiet = format!("print(attempt(lambda: {route}))\nsys.exit(1)");

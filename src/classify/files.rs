@@ -62,6 +62,9 @@ const PHRASES: &[(&str, Intent)] = &[
     ("couldn't edit", Intent::Write),
     ("for writing", Intent::Write),
     ("cannot remove", Intent::Unlink),
+    ("unable to remove", Intent::Unlink),
+    ("unable to unlink", Intent::Unlink),
+    ("unable to rename", Intent::Unlink),
     ("failed to remove", Intent::Unlink),
     ("cannot unlink", Intent::Unlink),
     ("cannot move", Intent::Unlink),
@@ -127,7 +130,7 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
     // git's "could not lock config file PATH": what it failed to create is PATH.lock (it
     // writes there and renames it over PATH).
     static GIT_LOCK: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"could not lock config file (/[^\s:]+)").expect("static regex")
+        Regex::new(r"could not lock config file ([^\s:]+)").expect("static regex")
     });
     // autom4te's "cannot create NAME in DIR": the entry, not its directory.
     static NAME_IN_DIR: LazyLock<Regex> = LazyLock::new(|| {
@@ -145,8 +148,18 @@ fn mentions(ctx: &Context) -> Vec<Mention> {
     }
     let mut out = raw_mentions(ctx);
     for m in &mut out {
-        if let Some((_, to)) = renamed.iter().find(|(from, _)| *from == m.path) {
-            m.path.clone_from(to);
+        // A relative name was made absolute against a directory (`.git/config`).
+        let renamed_to = renamed.iter().find_map(|(from, to)| {
+            if *from == m.path {
+                Some(to.clone())
+            } else if !from.starts_with('/') && m.path.ends_with(&format!("/{from}")) {
+                Some(format!("{}{}", m.path, &to[from.len()..]))
+            } else {
+                None
+            }
+        });
+        if let Some(to) = renamed_to {
+            m.path = to;
         }
     }
     out
@@ -228,8 +241,101 @@ fn raw_mentions(ctx: &Context) -> Vec<Mention> {
         out.extend(masked_mkdir(line));
     }
     out.extend(rust_style(ctx));
+    out.extend(named_arguments(ctx));
     out.extend(not_writable(ctx));
     out
+}
+
+/// A path the command was given (an argument, or the value of `-sOutputFile=` and the like)
+/// that a failure line on stderr names, whatever errno the line gives: tools that report the
+/// errno of a later call or none at all (ImageMagick's "unable to open image `PATH': No such
+/// file or directory @ error/blob.c/OpenBlob", Ghostscript's "Could not open the file PATH .")
+/// still name the file they were told to use. The argument is what ties the line to the
+/// command: read only of a file that exists and the policy refuses reading, a write only of one
+/// that does not exist, under a directory that does, which the policy refuses writing.
+fn named_arguments(ctx: &Context) -> Vec<Mention> {
+    const FAILURE_WORDS: &[&str] = &[
+        "unable to",
+        "could not",
+        "couldn't",
+        "cannot",
+        "can't",
+        "failed",
+        "error",
+    ];
+    let failing: Vec<&String> = ctx
+        .lines
+        .iter()
+        .filter(|l| {
+            let lower = l.to_lowercase();
+            FAILURE_WORDS.iter().any(|w| lower.contains(w))
+        })
+        .collect();
+    if failing.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for command in ctx
+        .commands
+        .iter()
+        .filter(|c| !SHELLS.contains(&c.program()))
+    {
+        for word in command.0.iter().skip(1) {
+            let value = match word.split_once('=') {
+                Some((flag, value)) if flag.starts_with('-') => value,
+                _ if word.starts_with('-') => continue,
+                _ => word.as_str(),
+            };
+            if !value.contains('/') || value.contains(char::is_whitespace) || value.contains(':') {
+                continue;
+            }
+            let exists = ctx.cwd.join(value).exists();
+            // A missing file the line calls missing is just missing (`cat /etc/none`), unless
+            // the line is ImageMagick's, whose errno is a later call's.
+            let about = |l: &str| {
+                names_word(l, value) && (exists || !says_missing(l) || l.contains(" @ error/"))
+            };
+            if !failing.iter().any(|l| about(l)) {
+                continue;
+            }
+            out.push(Mention {
+                path: value.to_owned(),
+                intent: if exists {
+                    Intent::ReadNoErrno
+                } else {
+                    Intent::WriteNoErrno
+                },
+            });
+        }
+    }
+    out
+}
+
+/// Whether `line` names `word` as a whole, not as part of a longer path (a `.` that ends the
+/// sentence may follow it).
+fn names_word(line: &str, word: &str) -> bool {
+    let in_path = |c: char| c.is_alphanumeric() || "/._-".contains(c);
+    line.match_indices(word).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let mut after = line[at + word.len()..].chars();
+        let next = after.next();
+        let ends_sentence = next == Some('.') && after.next().is_none_or(char::is_whitespace);
+        before.is_none_or(|c| !in_path(c)) && (next.is_none_or(|c| !in_path(c)) || ends_sentence)
+    })
+}
+
+/// Whether a message says a file is missing.
+fn says_missing(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    [
+        "no such file",
+        "not found",
+        "does not exist",
+        "doesn't exist",
+        "enoent",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
 }
 
 /// Node's recursive `mkdir` reports the `ENOENT` of the `stat` it makes after a refused
@@ -442,16 +548,33 @@ fn is_executable_file(path: &str) -> bool {
 /// refuse writing it (checked by the caller), and its directory must exist (otherwise the
 /// kernel would have said ENOENT).
 fn read_only_fs_paths(line: &str, ctx: &Context) -> Vec<Mention> {
-    if !line.to_lowercase().contains("read-only file system") {
+    let lower = line.to_lowercase();
+    if !lower.contains("read-only file system") {
         return Vec::new();
     }
+    // A removal or a rename acts on a link itself, not on where it leads
+    // (update-alternatives' "unable to remove '/etc/alternatives/x.dpkg-tmp'").
+    let removal = [
+        "unable to remove",
+        "cannot remove",
+        "failed to remove",
+        "cannot unlink",
+        "unable to unlink",
+        "cannot rename",
+        "unable to rename",
+        "failed to rename",
+    ]
+    .iter()
+    .any(|p| lower.contains(p));
+    let intent = if removal {
+        Intent::Unlink
+    } else {
+        Intent::Write
+    };
     let mut out: Vec<Mention> = line_paths(line)
         .into_iter()
         .filter(|path| parent_exists(Path::new(path)))
-        .map(|path| Mention {
-            path,
-            intent: Intent::Write,
-        })
+        .map(|path| Mention { path, intent })
         .collect();
     if out.is_empty() {
         out.extend(relative_read_only_fs_path(line, ctx));
@@ -494,12 +617,19 @@ fn relative_read_only_fs_path(line: &str, ctx: &Context) -> Option<Mention> {
             Some((first, rest)) if !first.contains(' ') && !rest.is_empty() => rest,
             _ => &segments[..],
         };
-        after_speaker
+        // The last word must look like a file's name ("hello.o", ".git/config"): ninja's
+        // "Error writing to build log" names none.
+        match after_speaker
             .iter()
             .find(|s| !s.contains(' ') && looks_like_relative_path(s))
-            .or_else(|| after_speaker.last())
-            .and_then(|s| s.split_whitespace().last())?
-            .to_owned()
+        {
+            Some(whole) => (*whole).to_owned(),
+            None => after_speaker
+                .last()
+                .and_then(|s| s.split_whitespace().last())
+                .filter(|w| w.contains('.') || w.contains('/'))?
+                .to_owned(),
+        }
     };
     if !looks_like_relative_path(&relative) {
         return None;
@@ -512,6 +642,10 @@ fn relative_read_only_fs_path(line: &str, ctx: &Context) -> Option<Mention> {
         .find_map(|l| ENTERING.captures(l).map(|c| c[1].to_owned()));
     let told = || {
         ctx.commands.iter().find_map(|c| {
+            // A script's `cd DIR && ./configure`.
+            if c.program() == "cd" {
+                return c.0.get(1).filter(|d| !d.starts_with('-')).cloned();
+            }
             let flags: &[&str] = match c.program() {
                 "tar" | "make" | "gmake" => &["-C", "--directory"],
                 "ninja" | "git" | "meson" => &["-C"],

@@ -244,7 +244,7 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
         if layer_in_force(e.records, Layer::LandlockFs) {
             found.extend(files::exec_record_denials(e.records, &access));
         }
-        // As in the network scope: quiet probes (the JVM's socket, every name lookup's) are
+        // As in the light scope: quiet probes (the JVM's socket, every name lookup's) are
         // no denial unless the text says so.
         if !weak.is_empty() {
             found.extend(confirmed_probes(&weak, e, &text::Context::new(e), &access));
@@ -285,7 +285,9 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
     if layer_in_force(e.records, Layer::LandlockFs) {
         found.extend(files::exec_record_denials(e.records, &access));
         // A message naming the directory of an entry whose creation the kernel saw refused
-        // ("cannot create directory in /etc") is about that refusal: the kernel's is exact.
+        // ("cannot create directory in /etc"), or a path below that entry (`mkdir -p`'s
+        // deepest, ccache's "Failed to create directory ~/.cache/ccache/tmp" where
+        // `~/.cache/ccache` was refused), is about that refusal: the kernel's is exact.
         let seen: Vec<&str> = found
             .iter()
             .filter(|d| d.operation == Operation::FileWrite)
@@ -297,8 +299,10 @@ pub fn find_denials(e: &Evidence) -> Vec<Denial> {
             .filter(|d| {
                 !(d.operation == Operation::FileWrite
                     && d.target.as_deref().is_some_and(|t| {
-                        seen.iter()
-                            .any(|s| Path::new(s).parent() == Some(Path::new(t)))
+                        seen.iter().any(|s| {
+                            Path::new(s).parent() == Some(Path::new(t))
+                                || (Path::new(t).starts_with(s) && t != *s)
+                        })
                     }))
             })
             .collect();
@@ -363,6 +367,14 @@ fn confirmed_probes(
     // Where an inet socket was refused too, the line must be about the other one: openssl's
     // "socket: Operation not permitted" is about its TCP socket, not the netlink socket
     // glibc opened to list the interfaces.
+    // The audit socket counts where the output speaks of audit (useradd's "Cannot open audit
+    // interface - aborting.").
+    let speaks_of_audit = ctx.lines.iter().any(|l| l.to_lowercase().contains("audit"));
+    out.extend(
+        weak.iter()
+            .filter(|d| d.target.as_deref() == Some(AUDIT_SOCKET) && speaks_of_audit)
+            .cloned(),
+    );
     let inet_refused_too = weak.iter().any(|d| d.operation == Operation::Network);
     let socket_refused = ctx.lines.iter().any(|l| {
         let lower = l.to_lowercase();
@@ -370,10 +382,31 @@ fn confirmed_probes(
             && lower.contains("socket")
             && (!inet_refused_too || lower.contains("netlink"))
     });
+    // `ip` changing links, addresses or routes needs CAP_NET_ADMIN, which the sandbox drops:
+    // the network would let its socket through and the change still fail.
+    let changes_the_network = ctx.commands.iter().any(|c| {
+        c.program() == "ip"
+            && c.0.iter().skip(1).any(|w| {
+                matches!(
+                    w.as_str(),
+                    "add" | "del" | "delete" | "set" | "change" | "replace" | "flush" | "append"
+                )
+            })
+    });
     out.extend(
         weak.iter()
-            .filter(|d| d.operation == Operation::Syscall && socket_refused)
-            .cloned(),
+            .filter(|d| {
+                d.operation == Operation::Syscall
+                    && d.target.as_deref() == Some("socket")
+                    && socket_refused
+            })
+            .cloned()
+            .map(|mut d| {
+                if changes_the_network {
+                    d.allow_with = "none: no profile allows it (changing the host's links, addresses and routes needs CAP_NET_ADMIN, which the sandbox drops)".into();
+                }
+                d
+            }),
     );
     if weak.is_empty() || !layer_in_force(e.records, Layer::Seccomp) {
         return out;
@@ -436,6 +469,9 @@ fn ends_a_path(after: &str) -> bool {
 /// `test -w`) begins: the command asked, and did not try.
 pub const WRITE_CHECK_RULE: &str = "checked for write access only: ";
 
+/// The target of a refused audit socket (see `evidence::observer`).
+pub(crate) const AUDIT_SOCKET: &str = "socket(AF_NETLINK, NETLINK_AUDIT)";
+
 /// A refused network or unix-socket call with nothing to show for it: no target (refused at
 /// `socket()`), or a unix socket path that does not exist (the connection would have failed
 /// with `ENOENT` anyway). Quiet probes look like this, so alone it is no denial. So is a
@@ -447,8 +483,10 @@ fn is_probe_like(d: &Denial) -> bool {
     }
     match (d.operation, d.target.as_deref()) {
         // A socket of another family refused at creation (a netlink socket: how Node, Go and
-        // glibc list the network interfaces, every `npm` run) is a probe too.
+        // glibc list the network interfaces, every `npm` run) is a probe too, and so is the
+        // audit socket, which PAM's modules try and do without.
         (Operation::Syscall, Some("socket")) => true,
+        (Operation::Syscall, Some(AUDIT_SOCKET)) => true,
         (Operation::Network | Operation::UnixSocket, None) => true,
         // A refused bind was to make the socket: its path is absent after it, as it should be.
         (Operation::UnixSocket, Some(path)) if path.starts_with('/') => {

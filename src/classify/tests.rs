@@ -563,6 +563,24 @@ fn messages_of_many_tools_name_their_exact_targets() {
             "ls: x.txt: Read-only file system\n",
             vec![],
         ),
+        (
+            vec!["ninja", "-C", "/etc"],
+            "",
+            "ninja: build stopped: Error writing to build log: Read-only file system.\n",
+            vec![],
+        ),
+        (
+            vec!["sh", "-c", "cd /etc && ./configure"],
+            "",
+            "./configure: line 1497: config.log: Read-only file system\n",
+            w("/etc/config.log"),
+        ),
+        (
+            vec!["git", "-C", "/etc", "config", "a.b", "c"],
+            "",
+            "error: could not lock config file .git/config: Read-only file system\n",
+            vec![],
+        ),
     ] {
         let mut case = Case::new(&cwd, &argv, 1, line);
         case.stdout = stdout.to_owned();
@@ -783,5 +801,173 @@ fn a_message_about_the_directory_of_a_refused_creation_adds_nothing() {
             ),
             (Some("/etc/other".into()), EvidenceKind::Text),
         ]
+    );
+}
+
+/// A failure line naming a path the command was given is about that path, whatever errno it
+/// prints (ImageMagick reports a later call's, Ghostscript none): a write of an output outside
+/// the writable roots, a read of an input outside the read roots. Not a path the command was
+/// not given, not an output the policy allows, not a missing directory.
+#[test]
+fn a_failure_naming_the_commands_own_argument_is_about_it() {
+    let (_d, cwd) = workspace();
+    for (argv, line, expected) in [
+        (
+            vec!["convert", "-size", "10x10", "xc:red", "/etc/out.png"],
+            "convert: unable to open image `/etc/out.png': No such file or directory @ error/blob.c/OpenBlob/2998.\n",
+            vec![(Operation::FileWrite, Some("/etc/out.png".to_owned()))],
+        ),
+        (
+            vec!["gs", "-q", "-sDEVICE=pdfwrite", "-sOutputFile=/etc/o.pdf", "in.ps"],
+            "GPL Ghostscript 10.00.0: **** Could not open the file /etc/o.pdf .\n",
+            vec![(Operation::FileWrite, Some("/etc/o.pdf".to_owned()))],
+        ),
+        (
+            vec!["convert", "a.png", "/etc/out.png"],
+            "convert: unable to open image `/etc/other.png': No such file or directory\n",
+            vec![],
+        ),
+        (
+            vec!["convert", "a.png", "/etc/none/out.png"],
+            "convert: unable to open image `/etc/none/out.png': No such file or directory\n",
+            vec![],
+        ),
+        // A file that is only missing.
+        (
+            vec!["cat", "/etc/cordon-none"],
+            "cat: /etc/cordon-none: No such file or directory\n",
+            vec![],
+        ),
+    ] {
+        let found = Case::new(&cwd, &argv, 1, line).run();
+        assert_eq!(targets(&found), expected, "{line}");
+    }
+    let out = cwd.join("out.png");
+    let line = format!(
+        "convert: unable to open image `{}': No such file or directory\n",
+        out.display()
+    );
+    let found = Case::new(&cwd, &["convert", "a.png", out.to_str().unwrap()], 1, &line).run();
+    assert!(found.is_empty(), "{found:?}");
+}
+
+/// A refused route-netlink socket that `ip` names is lifted by the network for a query, but
+/// not for a change to the host's links, addresses or routes (CAP_NET_ADMIN is dropped).
+#[test]
+fn ip_changing_the_network_gets_no_network_suggestion() {
+    let (_d, cwd) = workspace();
+    let kernel = vec![Denial::new(
+        Operation::Syscall,
+        Some("socket".to_owned()),
+        "seccomp: socket refused",
+        "--network enabled",
+        EvidenceKind::SeccompObserver,
+    )];
+    let line = "Cannot open netlink socket: Operation not permitted\n";
+    for (argv, allow) in [
+        (vec!["ip", "addr", "show"], "--network enabled"),
+        (
+            vec!["ip", "link", "set", "lo", "down"],
+            "none: no profile allows it",
+        ),
+    ] {
+        let case = Case::new(&cwd, &argv, 1, line);
+        let found = find_denials(&Evidence {
+            policy: &case.policy,
+            cwd: &case.cwd,
+            argv: &case.argv,
+            exit_code: case.exit,
+            signal: None,
+            records: &case.records,
+            stdout: b"",
+            stderr: case.stderr.as_bytes(),
+            kernel: None,
+            kernel_light: Some(&kernel),
+            audit: None,
+        });
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].allow_with.starts_with(allow),
+            "{argv:?}: {found:?}"
+        );
+    }
+}
+
+/// `mkdir -p` and tools like it name the deepest directory; the kernel saw the first missing
+/// one refused. The message adds nothing, and its suggestion (a directory that does not
+/// exist) would not work.
+#[test]
+fn a_message_about_a_path_below_a_refused_creation_adds_nothing() {
+    let (_d, cwd) = workspace();
+    let kernel = vec![Denial::new(
+        Operation::FileWrite,
+        Some("/etc/cordon-ccache".to_owned()),
+        "not under any writable root",
+        "--writable /etc",
+        EvidenceKind::SeccompObserver,
+    )];
+    let case = Case::new(
+        &cwd,
+        &["ccache", "gcc"],
+        1,
+        "ccache: error: Failed to create directory /etc/cordon-ccache/tmp: Read-only file system\n",
+    );
+    let found = find_denials(&Evidence {
+        policy: &case.policy,
+        cwd: &case.cwd,
+        argv: &case.argv,
+        exit_code: case.exit,
+        signal: None,
+        records: &case.records,
+        stdout: b"",
+        stderr: case.stderr.as_bytes(),
+        kernel: None,
+        kernel_light: Some(&kernel),
+        audit: None,
+    });
+    assert_eq!(
+        targets(&found),
+        vec![(Operation::FileWrite, Some("/etc/cordon-ccache".to_owned()))]
+    );
+    assert_eq!(found[0].evidence, EvidenceKind::SeccompObserver);
+}
+
+/// git's "could not lock config file PATH" is a write of PATH.lock, relative PATH too.
+#[test]
+fn git_lock_files_are_the_target() {
+    let (_d, cwd) = workspace();
+    let (_o, outside) = workspace();
+    std::fs::create_dir(outside.join(".git")).unwrap();
+    let dir = outside.display().to_string();
+    let case = Case::new(
+        &cwd,
+        &["git", "-C", &dir, "config", "a.b", "c"],
+        255,
+        "error: could not lock config file .git/config: Read-only file system\n",
+    );
+    assert_eq!(
+        targets(&case.run()),
+        vec![(
+            Operation::FileWrite,
+            Some(format!("{dir}/.git/config.lock"))
+        )]
+    );
+}
+
+/// A refused removal acts on a link itself: the link is the target, not where it leads.
+#[test]
+fn a_refused_removal_of_a_link_names_the_link() {
+    let (_d, cwd) = workspace();
+    let (_o, outside) = workspace();
+    let link = outside.join("x.dpkg-tmp");
+    std::os::unix::fs::symlink("/bin/true", &link).unwrap();
+    let line = format!(
+        "update-alternatives: error: unable to remove '{}': Read-only file system\n",
+        link.display()
+    );
+    let found = Case::new(&cwd, &["update-alternatives", "--install"], 2, &line).run();
+    assert_eq!(
+        targets(&found),
+        vec![(Operation::FileWrite, Some(link.display().to_string()))]
     );
 }

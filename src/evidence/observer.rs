@@ -602,10 +602,19 @@ impl Ctx<'_> {
             }
         }
         match name {
-            "socket" | "socketpair" if family == libc::AF_UNIX && unix_denied => vec![Denial::new(
+            "socket" if family == libc::AF_UNIX && unix_denied => vec![Denial::new(
                 Operation::UnixSocket,
                 None,
                 format!("unix sockets denied ({reason})"),
+                "--allow-unix-sockets",
+                seen,
+            )],
+            // A datagram pair is a program's own channel (socat's), no probe: the call is the
+            // target, and the unix-socket setting lifts it.
+            "socketpair" if family == libc::AF_UNIX && unix_denied => vec![Denial::new(
+                Operation::Syscall,
+                Some(name.to_owned()),
+                format!("seccomp: {name} refused (unix sockets denied: {reason})"),
                 "--allow-unix-sockets",
                 seen,
             )],
@@ -927,10 +936,12 @@ const ADMINISTRATIVE_SOCKETS: &str = "packet, raw and administrative netlink soc
 
 /// The kind of a socket that administers or observes the host (a packet or raw socket, a
 /// netlink socket for audit, netfilter, xfrm or socket diagnostics), named for a denial's
-/// target: `AF_NETLINK, NETLINK_AUDIT`. No library opens one quietly, as glibc's resolver does a
-/// route-netlink or DNS socket, so a refused one is a denial even when the command says nothing
-/// about it (useradd's "Cannot open audit interface - aborting.", iptables-nft's "Failed to
-/// initialize nft"). Generic and uevent netlink are left out: libraries do probe those.
+/// target: `AF_NETLINK, NETLINK_AUDIT`. Libraries do not open these quietly, as glibc's
+/// resolver does a route-netlink or DNS socket, so a refused one is a denial even when the
+/// command says nothing about it (iptables-nft's "Failed to initialize nft"), except the audit
+/// socket, which PAM's modules try and do without (`classify` counts it where the output speaks
+/// of audit: useradd's "Cannot open audit interface - aborting."). Generic and uevent netlink
+/// are left out: libraries do probe those.
 fn administrative_socket(family: i32, kind: i32, protocol: i32) -> Option<String> {
     let raw = kind & 0xf == libc::SOCK_RAW;
     match family {
