@@ -37,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
             stdout,
             stderr,
             kernel: None,
-            kernel_network: if selector & 0x80 != 0 { Some(&[]) } else { None },
+            kernel_light: if selector & 0x80 != 0 { Some(&[]) } else { None },
             audit: None,
         });
         for d in &denials {
