@@ -93,7 +93,7 @@ impl AuditGroup {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let socket = self.socket;
-        let records = super::spare_threads::run("cordon-audit", move || {
+        let records = super::spare_threads::run(move || {
             if !audit_enabled() {
                 note_disabled();
                 return Records::default();

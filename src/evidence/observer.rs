@@ -76,9 +76,8 @@ impl Observer {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
-        let seen = super::spare_threads::run("cordon-observer", move || {
-            observe(&listener, &judge, &stopping, &on_new)
-        })?;
+        let seen =
+            super::spare_threads::run(move || observe(&listener, &judge, &stopping, &on_new))?;
         Ok(Observer { stop, seen })
     }
 

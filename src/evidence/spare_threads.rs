@@ -10,7 +10,7 @@
 //! count follows the peak of concurrent runs and falls back when they stop.
 //!
 //! ```ignore
-//! let result = spare_threads::run("cordon-observer", || 6 * 7)?;
+//! let result = spare_threads::run(|| 6 * 7)?;
 //! assert_eq!(result.recv().ok(), Some(42));
 //! ```
 
@@ -35,13 +35,16 @@ pub(crate) struct Spares {
 /// The process's threads for evidence sources.
 pub(crate) static SPARES: Spares = Spares::new();
 
-/// Runs `job` on one of [`SPARES`]' waiting threads, or on a new one named `name`; its result
-/// arrives on the receiver (which reports a disconnection instead if the job panicked).
+/// What the threads are called: one serves the observer of one run and the audit listener of
+/// the next, so no job's name would stay true.
+const THREAD_NAME: &str = "cordon-evidence";
+
+/// Runs `job` on one of [`SPARES`]' waiting threads, or on a new one; its result arrives on
+/// the receiver (which reports a disconnection instead if the job panicked).
 pub(crate) fn run<T: Send + 'static>(
-    name: &str,
     job: impl FnOnce() -> T + Send + 'static,
 ) -> io::Result<Receiver<T>> {
-    SPARES.run(name, job)
+    SPARES.run(job)
 }
 
 impl Spares {
@@ -62,7 +65,6 @@ impl Spares {
     /// As [`run`], on this set's threads.
     pub(crate) fn run<T: Send + 'static>(
         &'static self,
-        name: &str,
         job: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<Receiver<T>> {
         let (result, receiver) = channel();
@@ -80,7 +82,7 @@ impl Spares {
             }
         }
         std::thread::Builder::new()
-            .name(name.to_owned())
+            .name(THREAD_NAME.to_owned())
             .spawn(move || self.serve(job))?;
         Ok(receiver)
     }
@@ -125,11 +127,8 @@ mod tests {
     /// This test's own set: the process's is shared with every other test's runs.
     static TEST: Spares = Spares::new();
 
-    fn run<T: Send + 'static>(
-        name: &str,
-        job: impl FnOnce() -> T + Send + 'static,
-    ) -> io::Result<Receiver<T>> {
-        TEST.run(name, job)
+    fn run<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> io::Result<Receiver<T>> {
+        TEST.run(job)
     }
 
     #[test]
@@ -139,10 +138,7 @@ mod tests {
         let mut seen = Vec::new();
         let mut reused = false;
         for _ in 0..100 {
-            let thread = run("test-spare", || std::thread::current().id())
-                .unwrap()
-                .recv()
-                .unwrap();
+            let thread = run(|| std::thread::current().id()).unwrap().recv().unwrap();
             if seen.contains(&thread) {
                 reused = true;
                 break;
@@ -151,7 +147,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(reused, "no job ran on the waiting thread");
-        let panicked = run("test-spare", || -> u32 { panic!("job failed") }).unwrap();
+        let panicked = run(|| -> u32 { panic!("job failed") }).unwrap();
         assert!(panicked.recv().is_err());
         // Jobs that run at the same time each get a thread: none waits for another.
         let (gate_tx, gate) = channel::<()>();
@@ -159,13 +155,13 @@ mod tests {
         let blocked: Vec<_> = (0..4)
             .map(|_| {
                 let gate = std::sync::Arc::clone(&gate);
-                run("test-spare", move || {
+                run(move || {
                     let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(5));
                 })
                 .unwrap()
             })
             .collect();
-        let free = run("test-spare", || 7).unwrap();
+        let free = run(|| 7).unwrap();
         assert_eq!(free.recv_timeout(Duration::from_secs(2)), Ok(7));
         drop(gate_tx);
         for b in blocked {
