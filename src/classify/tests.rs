@@ -30,6 +30,8 @@ struct Case {
     records: Vec<StatusRecord>,
     stderr: String,
     stdout: String,
+    /// What the observer's light scope saw refused, when it ran.
+    kernel_light: Option<Vec<Denial>>,
 }
 
 impl Case {
@@ -42,6 +44,7 @@ impl Case {
             records: Vec::new(),
             stderr: stderr.to_owned(),
             stdout: String::new(),
+            kernel_light: None,
         }
     }
 
@@ -56,7 +59,7 @@ impl Case {
             stdout: self.stdout.as_bytes(),
             stderr: self.stderr.as_bytes(),
             kernel: None,
-            kernel_light: None,
+            kernel_light: self.kernel_light.as_deref(),
             audit: None,
         })
     }
@@ -769,25 +772,14 @@ fn a_message_about_the_directory_of_a_refused_creation_adds_nothing() {
         "--writable /etc",
         EvidenceKind::SeccompObserver,
     )];
-    let case = Case::new(
+    let mut case = Case::new(
         &cwd,
         &["autoreconf"],
         1,
         "autoreconf: error: cannot write to /etc: Read-only file system\ntouch: cannot touch '/etc/other': Read-only file system\n",
     );
-    let found = find_denials(&Evidence {
-        policy: &case.policy,
-        cwd: &case.cwd,
-        argv: &case.argv,
-        exit_code: case.exit,
-        signal: None,
-        records: &case.records,
-        stdout: b"",
-        stderr: case.stderr.as_bytes(),
-        kernel: None,
-        kernel_light: Some(&kernel),
-        audit: None,
-    });
+    case.kernel_light = Some(kernel.clone());
+    let found = case.run();
     let got: Vec<(Option<String>, EvidenceKind)> = found
         .iter()
         .map(|d| (d.target.clone(), d.evidence))
@@ -871,20 +863,9 @@ fn ip_changing_the_network_gets_no_network_suggestion() {
             "none: no profile allows it",
         ),
     ] {
-        let case = Case::new(&cwd, &argv, 1, line);
-        let found = find_denials(&Evidence {
-            policy: &case.policy,
-            cwd: &case.cwd,
-            argv: &case.argv,
-            exit_code: case.exit,
-            signal: None,
-            records: &case.records,
-            stdout: b"",
-            stderr: case.stderr.as_bytes(),
-            kernel: None,
-            kernel_light: Some(&kernel),
-            audit: None,
-        });
+        let mut case = Case::new(&cwd, &argv, 1, line);
+        case.kernel_light = Some(kernel.clone());
+        let found = case.run();
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0].allow_with.starts_with(allow),
@@ -906,25 +887,14 @@ fn a_message_about_a_path_below_a_refused_creation_adds_nothing() {
         "--writable /etc",
         EvidenceKind::SeccompObserver,
     )];
-    let case = Case::new(
+    let mut case = Case::new(
         &cwd,
         &["ccache", "gcc"],
         1,
         "ccache: error: Failed to create directory /etc/cordon-ccache/tmp: Read-only file system\n",
     );
-    let found = find_denials(&Evidence {
-        policy: &case.policy,
-        cwd: &case.cwd,
-        argv: &case.argv,
-        exit_code: case.exit,
-        signal: None,
-        records: &case.records,
-        stdout: b"",
-        stderr: case.stderr.as_bytes(),
-        kernel: None,
-        kernel_light: Some(&kernel),
-        audit: None,
-    });
+    case.kernel_light = Some(kernel.clone());
+    let found = case.run();
     assert_eq!(
         targets(&found),
         vec![(Operation::FileWrite, Some("/etc/cordon-ccache".to_owned()))]
