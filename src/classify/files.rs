@@ -617,18 +617,27 @@ fn relative_read_only_fs_path(line: &str, ctx: &Context) -> Option<Mention> {
             Some((first, rest)) if !first.contains(' ') && !rest.is_empty() => rest,
             _ => &segments[..],
         };
-        // The last word must look like a file's name ("hello.o", ".git/config"): ninja's
-        // "Error writing to build log" names none.
+        // The last word must look like a file's name ("hello.o", ".git/config") or be called
+        // one (ld's "cannot open output file hello"): ninja's "Error writing to build log"
+        // names none.
         match after_speaker
             .iter()
             .find(|s| !s.contains(' ') && looks_like_relative_path(s))
         {
             Some(whole) => (*whole).to_owned(),
-            None => after_speaker
-                .last()
-                .and_then(|s| s.split_whitespace().last())
-                .filter(|w| w.contains('.') || w.contains('/'))?
-                .to_owned(),
+            None => {
+                let words: Vec<&str> = after_speaker.last()?.split_whitespace().collect();
+                let (last, before) = match words.as_slice() {
+                    [.., before, last] => (*last, Some(*before)),
+                    [last] => (*last, None),
+                    [] => return None,
+                };
+                let named_a_file = before.is_some_and(|w| w.eq_ignore_ascii_case("file"));
+                if !(last.contains('.') || last.contains('/') || named_a_file) {
+                    return None;
+                }
+                last.to_owned()
+            }
         }
     };
     if !looks_like_relative_path(&relative) {

@@ -427,7 +427,32 @@ fn confirmed_probes(
                 d
             }),
     );
+    // An inet socket refused at creation, and the command saying nothing but that an operation
+    // was not permitted ("nc: Operation not permitted", Python's "PermissionError: [Errno 1]
+    // Operation not permitted" from a server's socket()): that refusal, though no address was
+    // known yet. Target-less: a listener's port is not in the call.
+    let bare_eperm = ctx.lines.iter().any(|l| says_only_eperm(l));
+    if bare_eperm && !out.iter().any(|d| d.operation == Operation::Network) {
+        out.extend(
+            weak.iter()
+                .filter(|w| w.operation == Operation::Network && w.target.is_none())
+                .take(1)
+                .cloned(),
+        );
+    }
     out
+}
+
+/// A line that says "Operation not permitted" and nothing else but who speaks: `nc:`,
+/// `PermissionError: [Errno 1]`.
+fn says_only_eperm(line: &str) -> bool {
+    static BARE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"^(?:[\w.-]+: |PermissionError: \[Errno 1\] )?Operation not permitted\.?$",
+        )
+        .expect("static regex")
+    });
+    BARE.is_match(line.trim())
 }
 
 /// Whether `line` names the relative path `relative` as a whole word: `./app.sock` or

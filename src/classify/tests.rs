@@ -579,6 +579,12 @@ fn messages_of_many_tools_name_their_exact_targets() {
             w("/etc/config.log"),
         ),
         (
+            vec!["make", "-C", "/etc"],
+            "",
+            "/usr/bin/ld: cannot open output file hello: Read-only file system\n",
+            w("/etc/hello"),
+        ),
+        (
             vec!["git", "-C", "/etc", "config", "a.b", "c"],
             "",
             "error: could not lock config file .git/config: Read-only file system\n",
@@ -940,4 +946,34 @@ fn a_refused_removal_of_a_link_names_the_link() {
         targets(&found),
         vec![(Operation::FileWrite, Some(link.display().to_string()))]
     );
+}
+
+/// An inet socket refused at creation is a probe until the output says so; a command that says
+/// only that an operation was not permitted (nc, a Python server) says so. Anything more
+/// specific about something else does not.
+#[test]
+fn a_bare_eperm_confirms_a_refused_inet_socket() {
+    let (_d, cwd) = workspace();
+    let kernel = vec![Denial::new(
+        Operation::Network,
+        None,
+        "network mode denied (socket)",
+        "--network enabled",
+        EvidenceKind::SeccompObserver,
+    )];
+    for (line, expected) in [
+        ("nc: Operation not permitted\n", 1),
+        ("Traceback (most recent call last):\n  File \"x\", line 1\nPermissionError: [Errno 1] Operation not permitted\n", 1),
+        ("chmod: changing permissions of '/x': Operation not permitted\n", 0),
+        ("", 0),
+    ] {
+        let mut case = Case::new(&cwd, &["nc", "-l", "8080"], 1, line);
+        case.kernel_light = Some(kernel.clone());
+        let found = case.run();
+        assert_eq!(found.len(), expected, "{line}: {found:?}");
+        if expected == 1 {
+            assert_eq!(found[0].operation, Operation::Network);
+            assert_eq!(found[0].allow_with, "--network enabled");
+        }
+    }
 }
