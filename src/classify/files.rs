@@ -242,7 +242,52 @@ fn raw_mentions(ctx: &Context) -> Vec<Mention> {
     }
     out.extend(rust_style(ctx));
     out.extend(named_arguments(ctx));
+    out.extend(named_by_tool(ctx));
     out.extend(not_writable(ctx));
+    out
+}
+
+/// Files that tools name by their own terms: sysctl's key (`permission denied on key
+/// "vm.swappiness"` is a write of `/proc/sys/vm/swappiness`) and ninja's build log ("Error
+/// writing to build log" is `.ninja_log` in the directory it entered or was given with `-C`).
+fn named_by_tool(ctx: &Context) -> Vec<Mention> {
+    static SYSCTL_KEY: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"^sysctl: (?:permission denied on key|setting key) "?([A-Za-z0-9_.\-/]+)"?"#)
+            .expect("static regex")
+    });
+    static ENTERING: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^ninja: Entering directory [`'‘]([^'’]+)['’]").expect("static regex")
+    });
+    let mut out = Vec::new();
+    for line in ctx.lines.iter().chain(&ctx.stdout_lines) {
+        if let Some(c) = SYSCTL_KEY.captures(line) {
+            let key = c[1].replace('.', "/");
+            out.push(Mention {
+                path: format!("/proc/sys/{}", key.trim_start_matches('/')),
+                intent: Intent::WriteNoErrno,
+            });
+        }
+        if line.contains("ninja: build stopped: Error writing to build log") {
+            let entered = ctx
+                .stdout_lines
+                .iter()
+                .chain(&ctx.lines)
+                .rev()
+                .find_map(|l| ENTERING.captures(l).map(|c| c[1].to_owned()));
+            let told = ctx
+                .commands
+                .iter()
+                .filter(|c| c.program() == "ninja")
+                .find_map(|c| c.flag_value("-C").map(str::to_owned));
+            let dir = entered
+                .or(told)
+                .map_or(ctx.cwd.clone(), |d| ctx.cwd.join(d));
+            out.push(Mention {
+                path: dir.join(".ninja_log").display().to_string(),
+                intent: Intent::WriteNoErrno,
+            });
+        }
+    }
     out
 }
 

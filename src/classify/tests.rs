@@ -570,7 +570,7 @@ fn messages_of_many_tools_name_their_exact_targets() {
             vec!["ninja", "-C", "/etc"],
             "",
             "ninja: build stopped: Error writing to build log: Read-only file system.\n",
-            vec![],
+            w("/etc/.ninja_log"),
         ),
         (
             vec!["sh", "-c", "cd /etc && ./configure"],
@@ -976,4 +976,30 @@ fn a_bare_eperm_confirms_a_refused_inet_socket() {
             assert_eq!(found[0].allow_with, "--network enabled");
         }
     }
+}
+
+/// Files tools name in their own terms: a sysctl key is a file under /proc/sys, ninja's build
+/// log is `.ninja_log` in its build directory.
+#[test]
+fn files_named_in_a_tools_own_terms() {
+    let (_d, cwd) = workspace();
+    let case = Case::new(
+        &cwd,
+        &["sysctl", "-w", "vm.swappiness=10"],
+        1,
+        "sysctl: permission denied on key \"vm.swappiness\"\n",
+    );
+    assert_eq!(
+        targets(&case.run()),
+        vec![(
+            Operation::FileWrite,
+            Some("/proc/sys/vm/swappiness".to_owned())
+        )]
+    );
+    let mut case = Case::new(&cwd, &["ninja", "-C", "/etc"], 1, "");
+    case.stdout = "ninja: Entering directory `/etc'\nninja: build stopped: Error writing to build log: Read-only file system.\n".to_owned();
+    assert_eq!(
+        targets(&case.run()),
+        vec![(Operation::FileWrite, Some("/etc/.ninja_log".to_owned()))]
+    );
 }
