@@ -499,22 +499,14 @@ impl ResolveContext {
         granted: &Path,
     ) -> Option<&'static str> {
         protected::PROTECTED.iter().find_map(|entry| {
-            let base = match entry.anchor {
-                protected::Anchor::EveryWritableRoot => Some(granted.to_path_buf()),
-                // Protected only where a writable root covers them, which `/` is not.
-                protected::Anchor::AbsoluteAsRoot => None,
-                anchor => self.anchor_dir(anchor),
-            }?;
-            let place = base.join(entry.rest);
+            let place = self.place_of(entry, Some(granted))?;
             // `PATH.lock` is how git (and others) replace PATH: written, then renamed over it,
             // which the protection of PATH refuses.
-            let lock = target
-                .file_name()
-                .zip(place.file_name())
-                .is_some_and(|(t, p)| {
-                    target.parent() == place.parent()
-                        && t.to_str() == p.to_str().map(|p| format!("{p}.lock")).as_deref()
-                });
+            let lock = place.file_name().is_some_and(|name| {
+                let mut lock = name.to_os_string();
+                lock.push(".lock");
+                target == place.with_file_name(lock)
+            });
             let covered = target.starts_with(&place)
                 || lock
                 || (place.starts_with(target) && target.symlink_metadata().is_err());
@@ -525,13 +517,29 @@ impl ResolveContext {
     /// The name of the protected entry that is `path` itself (`~/.gnupg`), for the entries
     /// anchored in the home or XDG directories.
     pub(crate) fn protected_entry_at(&self, path: &Path) -> Option<&'static str> {
-        protected::PROTECTED.iter().find_map(|entry| {
-            let base = match entry.anchor {
-                protected::Anchor::EveryWritableRoot | protected::Anchor::AbsoluteAsRoot => None,
-                anchor => self.anchor_dir(anchor),
-            }?;
-            (base.join(entry.rest) == path).then_some(entry.name)
-        })
+        protected::PROTECTED
+            .iter()
+            .find(|entry| {
+                self.place_of(entry, None)
+                    .is_some_and(|place| place == path)
+            })
+            .map(|entry| entry.name)
+    }
+
+    /// Where `entry` protects: below `writable_root` for the entries of every writable root
+    /// (none without one), in the home or XDG directories for the others; never the absolute
+    /// ones, protected only where a writable root covers them, which `/` is not.
+    fn place_of(
+        &self,
+        entry: &protected::Protected,
+        writable_root: Option<&Path>,
+    ) -> Option<PathBuf> {
+        let base = match entry.anchor {
+            protected::Anchor::EveryWritableRoot => writable_root.map(Path::to_path_buf),
+            protected::Anchor::AbsoluteAsRoot => None,
+            anchor => self.anchor_dir(anchor),
+        }?;
+        Some(base.join(entry.rest))
     }
 
     /// Overrides `XDG_CONFIG_HOME` and `XDG_CACHE_HOME`.
@@ -1717,19 +1725,8 @@ fn is_shared_temporary(dir: &Path) -> bool {
 /// Whether `dir` lies on procfs or sysfs, where the kernel alone makes the entries: no
 /// process, root included, can create a file, a directory or a link there.
 fn is_kernel_file_system(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
-    const SYSFS_MAGIC: i64 = 0x6265_6572;
-    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: statfs is a plain C struct of integers, for which all zeroes is a valid value.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: statfs reads the NUL-terminated path and fills the struct; both live for the call.
-    if unsafe { libc::statfs(path.as_ptr(), &mut fs) } != 0 {
-        return false;
-    }
-    matches!(fs.f_type as i64, PROC_SUPER_MAGIC | SYSFS_MAGIC)
+    use nix::sys::statfs::{statfs, PROC_SUPER_MAGIC, SYSFS_MAGIC};
+    statfs(dir).is_ok_and(|fs| [PROC_SUPER_MAGIC, SYSFS_MAGIC].contains(&fs.filesystem_type()))
 }
 
 /// Resolves `path` following links (a missing part taken as it is); `None` when it cannot be

@@ -255,9 +255,6 @@ fn named_by_tool(ctx: &Context) -> Vec<Mention> {
         Regex::new(r#"^sysctl: (?:permission denied on key|setting key) "?([A-Za-z0-9_.\-/]+)"?"#)
             .expect("static regex")
     });
-    static ENTERING: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^ninja: Entering directory [`'‘]([^'’]+)['’]").expect("static regex")
-    });
     let mut out = Vec::new();
     for line in ctx.lines.iter().chain(&ctx.stdout_lines) {
         if let Some(c) = SYSCTL_KEY.captures(line) {
@@ -268,20 +265,7 @@ fn named_by_tool(ctx: &Context) -> Vec<Mention> {
             });
         }
         if line.contains("ninja: build stopped: Error writing to build log") {
-            let entered = ctx
-                .stdout_lines
-                .iter()
-                .chain(&ctx.lines)
-                .rev()
-                .find_map(|l| ENTERING.captures(l).map(|c| c[1].to_owned()));
-            let told = ctx
-                .commands
-                .iter()
-                .filter(|c| c.program() == "ninja")
-                .find_map(|c| c.flag_value("-C").map(str::to_owned));
-            let dir = entered
-                .or(told)
-                .map_or(ctx.cwd.clone(), |d| ctx.cwd.join(d));
+            let dir = working_directory(ctx);
             out.push(Mention {
                 path: dir.join(".ninja_log").display().to_string(),
                 intent: Intent::WriteNoErrno,
@@ -630,10 +614,7 @@ fn read_only_fs_paths(line: &str, ctx: &Context) -> Vec<Mention> {
 /// The path a "Read-only file system" line names relative to some directory (a make recipe's
 /// "cannot create out.txt", ninja's "can't create hello.o", Python's "[Errno 30] Read-only file
 /// system: 'results.txt'", git's "could not lock config file .git/config"), made absolute
-/// against the directory the process most likely was in: the last directory a build tool
-/// said it entered ("make[1]: Entering directory '/x'", "ninja: Entering directory `build'"),
-/// else the directory the tool was told to work in (`-C`, `--directory`, `-d`, `--build`,
-/// `--instdir`), else the working directory. The policy must still refuse writing it.
+/// against [`working_directory`]. The policy must still refuse writing it.
 fn relative_read_only_fs_path(line: &str, ctx: &Context) -> Option<Mention> {
     static PYTHON_STYLE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"(?i)read-only file system: '([^'/][^']*)'").expect("static regex")
@@ -641,9 +622,6 @@ fn relative_read_only_fs_path(line: &str, ctx: &Context) -> Option<Mention> {
     static QUOTED_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"'(\.?\.?/?[^'/\s][^'\s]*)'[^']*:\s*read-only file system")
             .expect("static regex")
-    });
-    static ENTERING: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"Entering directory [`'‘]([^'’]+)['’]").expect("static regex")
     });
     let lower = line.to_lowercase();
     let relative = if let Some(c) = PYTHON_STYLE.captures(line) {
@@ -688,6 +666,22 @@ fn relative_read_only_fs_path(line: &str, ctx: &Context) -> Option<Mention> {
     if !looks_like_relative_path(&relative) {
         return None;
     }
+    let base = working_directory(ctx);
+    let path = base.join(relative.trim_start_matches("./"));
+    parent_exists(&path).then(|| Mention {
+        path: path.display().to_string(),
+        intent: Intent::Write,
+    })
+}
+
+/// The directory a build's process most likely was in when it failed on a relative path: the
+/// last one a build tool said it entered ("make[1]: Entering directory '/x'", "ninja: Entering
+/// directory `build'"), else the one the tool was told to work in (`-C`, `--directory`, `-d`,
+/// `--build`, `--instdir`, a script's `cd DIR`), else the working directory.
+fn working_directory(ctx: &Context) -> PathBuf {
+    static ENTERING: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"Entering directory [`'‘]([^'’]+)['’]").expect("static regex")
+    });
     let entered = ctx
         .lines
         .iter()
@@ -715,14 +709,9 @@ fn relative_read_only_fs_path(line: &str, ctx: &Context) -> Option<Mention> {
                 .map(str::to_owned)
         })
     };
-    let base = entered
+    entered
         .or_else(told)
-        .map_or(ctx.cwd.clone(), |d| ctx.cwd.join(d));
-    let path = base.join(relative.trim_start_matches("./"));
-    parent_exists(&path).then(|| Mention {
-        path: path.display().to_string(),
-        intent: Intent::Write,
-    })
+        .map_or(ctx.cwd.clone(), |d| ctx.cwd.join(d))
 }
 
 /// A word that can be a relative path: letters somewhere, no spaces, not an option.
